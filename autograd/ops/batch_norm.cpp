@@ -1,0 +1,139 @@
+// batch_norm on Variables, forward and backward side by side. Chapter 03.
+//
+// For each channel c, over its N = B*H*W values:
+//     y = (x - mean) * rstd * w[c] + b[c],     rstd = 1 / sqrt(var + eps)
+// where (mean, var) are the batch's statistics in training and the running ones in
+// evaluation. Everything is tensor ops over (B, C, H, W) with (C)-shaped statistics
+// broadcast as (1, C, 1, 1). Not here: (B, C) inputs (BatchNorm1d), and statistics
+// synchronised across ranks (SyncBatchNorm): under DDP each rank normalises its own batch.
+#include <algorithm>
+
+#include "autograd/function.hpp"
+#include "autograd/functions.hpp"
+#include "tensor/ops.hpp"
+
+namespace ddp {
+
+namespace {
+
+// t: (B, C, H, W) -> (C), the sum over batch and space. Seen as (B, C, H*W), that is two
+// plain reductions: over the pixels (dim 2), then over the batch (dim 0).
+Tensor channel_sum(const Tensor& t) {
+  return ddp::sum(ddp::sum(t.reshape({t.size(0), t.size(1), -1}), 2), 0);
+}
+
+// (C) -> (1, C, 1, 1): a view that broadcasts against (B, C, H, W).
+Tensor per_channel(const Tensor& v) { return v.view({1, v.size(0), 1, 1}); }
+
+// Note [The batch-norm backward]
+// With xhat = (x - mean) * rstd and y = xhat * w + b, per channel over its N values:
+//     db = sum(g)            dw = sum(g * xhat)
+// In evaluation mean and rstd are constants, so dx = g * w * rstd. In training they are
+// functions of x, and every x of the channel moves every y of the channel. The chain
+// rule through mean and var collapses to the well-known closed form
+//     dx = rstd / N * (N * dxhat - sum(dxhat) - xhat * sum(dxhat * xhat)),  dxhat = g * w.
+// Since w is constant per channel, sum(dxhat) = w * db and sum(dxhat * xhat) = w * dw,
+// so with k = w * rstd:
+//     dx = k * (g - db / N - xhat * dw / N)
+// The two subtracted terms are what the normalisation takes away: the gradient's mean
+// (shifting x shifts the mean; y does not move) and its projection on xhat (scaling x
+// scales the std; y does not move). Drop either and gradcheck fails (tests/ch03).
+// We save xc = x - mean rather than xhat: xhat = xc * rstd is folded into the (C)-sized
+// factors, which saves one full pass in the forward.
+struct BatchNormBackward final : Node {
+  Tensor xc;      // x - mean: (B, C, H, W)
+  Tensor rstd;    // (C)
+  Tensor weight;  // (C), or undefined (no affine weight: w = 1)
+  bool training = true;
+  std::vector<Tensor> backward(const Tensor& g) override {  // g: (B, C, H, W)
+    const bool want_x = needs_input_grad(0), want_w = needs_input_grad(1);
+    const bool want_b = needs_input_grad(2);
+    const double n = static_cast<double>(g.numel() / g.size(1));
+    Tensor gx, gw, gb;
+    if (want_b || (want_x && training)) gb = channel_sum(g);
+    if (want_w || (want_x && training)) gw = ddp::mul(channel_sum(ddp::mul(g, xc)), rstd);
+    if (want_x) {
+      const Tensor k = weight.defined() ? ddp::mul(weight, rstd) : rstd;  // (C)
+      if (training) {
+        // xhat * dw / N = xc * (rstd * dw / N): the slope is per channel.
+        const Tensor slope = ddp::mul(ddp::mul(rstd, gw), 1.0 / n);
+        gx = ddp::sub(g, per_channel(ddp::mul(gb, 1.0 / n)));
+        gx.sub_(ddp::mul(xc, per_channel(slope)));
+        gx.mul_(per_channel(k));
+      } else {
+        gx = ddp::mul(g, per_channel(k));
+      }
+    }
+    return {gx, want_w ? gw : Tensor(), want_b ? gb : Tensor()};
+  }
+  const char* name() const override { return "BatchNormBackward"; }
+  void release_saved() override { xc = rstd = weight = Tensor(); }
+};
+
+void check_stat(const Tensor& stat, const char* what, const Tensor& x) {
+  DDP_CHECK(stat.dtype() == DType::Float32 && stat.dim() == 1 && stat.size(0) == x.size(1) &&
+                stat.device() == x.device(),
+            "batch_norm: ", what, " is ", stat.describe(), ", expected float32 ",
+            shape_str({x.size(1)}), " on ", x.device().str(), " for x ", x.describe());
+}
+
+}  // namespace
+
+// x: (B, C, H, W), weight/bias: (C) or undefined -> (B, C, H, W).
+Variable batch_norm(const Variable& x, const Variable& weight, const Variable& bias,
+                    Tensor& running_mean, Tensor& running_var, bool training,
+                    double momentum, double eps) {
+  DDP_CHECK(x.dim() == 4, "batch_norm: expected x (B, C, H, W), got ", x.data().describe());
+  if (weight.defined()) check_stat(weight.data(), "weight", x.data());
+  if (bias.defined()) check_stat(bias.data(), "bias", x.data());
+  const bool has_running = running_mean.defined() || running_var.defined();
+  if (has_running || !training) {
+    DDP_CHECK(running_mean.defined() && running_var.defined(),
+              "batch_norm: ", training ? "running_mean and running_var must both be given"
+                                       : "evaluation mode needs running_mean and running_var");
+    check_stat(running_mean, "running_mean", x.data());
+    check_stat(running_var, "running_var", x.data());
+  }
+  const Tensor& xd = x.data();
+  const std::int64_t n = xd.numel() / std::max<std::int64_t>(xd.size(1), 1);
+
+  Tensor mean, var;
+  if (training) {
+    DDP_CHECK(n > 1, "batch_norm: training needs more than one value per channel, got x ",
+              xd.describe(), "\nhint: use a batch larger than 1, or evaluation mode");
+    mean = ddp::mul(channel_sum(xd), 1.0 / static_cast<double>(n));
+  } else {
+    mean = running_mean;
+  }
+  // Two passes (mean first, then the squares of x - mean): E[x^2] - E[x]^2 would lose
+  // every digit in float32 when the mean is large next to the spread.
+  Tensor xc = ddp::sub(xd, per_channel(mean));
+  if (training) {
+    var = ddp::mul(channel_sum(ddp::square(xc)), 1.0 / static_cast<double>(n));  // biased
+    if (has_running) {
+      // PyTorch's rule: running = (1 - momentum) * running + momentum * batch, with the
+      // UNBIASED variance (N / (N - 1)) although the batch is normalised with the biased
+      // one. Plain tensor ops on plain tensors: nothing here joins the graph.
+      const auto m = static_cast<float>(momentum);
+      running_mean.mul_(1.0f - m).add_(mean, m);
+      running_var.mul_(1.0f - m).add_(var, m * static_cast<float>(n) / static_cast<float>(n - 1));
+    }
+  } else {
+    var = running_var;
+  }
+  Tensor rstd = ddp::rsqrt(ddp::add(var, eps));                               // (C)
+  const Tensor scale = weight.defined() ? ddp::mul(weight.data(), rstd) : rstd;  // (C)
+  Tensor y = ddp::mul(xc, per_channel(scale));
+  if (bias.defined()) y.add_(per_channel(bias.data()));
+
+  return make_result(std::move(y), {x, weight, bias}, [&] {
+    auto node = std::make_shared<BatchNormBackward>();
+    node->xc = std::move(xc);
+    node->rstd = std::move(rstd);
+    if (weight.defined()) node->weight = weight.data();
+    node->training = training;
+    return node;
+  });
+}
+
+}  // namespace ddp

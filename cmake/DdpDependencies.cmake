@@ -1,0 +1,147 @@
+# Finds every dependency on the machine and says at configure time what was found.
+# Nothing is downloaded: tools/install-deps.sh installs the Debian packages, and the
+# CUDA toolkit (nvcc, cuBLAS, NCCL) is expected on PATH, under $CUDA_HOME, or in
+# /usr/local/cuda (which need not be on PATH). Chapter 00 walks through the output.
+include_guard(GLOBAL)
+
+# ddp_require(<find_package arguments...> DEBIAN <package>): find_package, and when it
+# fails, one short error naming the Debian package instead of CMake's page of advice.
+macro(ddp_require name)
+  cmake_parse_arguments(_req "" "DEBIAN" "" ${ARGN})
+  find_package(${name} ${_req_UNPARSED_ARGUMENTS} QUIET)
+  if(NOT ${name}_FOUND)
+    message(FATAL_ERROR "${name} not found (Debian package: ${_req_DEBIAN}).\n"
+                        "hint: run tools/install-deps.sh, or point CMake at it with "
+                        "-D${name}_DIR=... / -DCMAKE_PREFIX_PATH=...")
+  endif()
+endmacro()
+
+# ---- CPU side: always required -------------------------------------------------------
+ddp_require(Eigen3 3.3 NO_MODULE DEBIAN libeigen3-dev)
+ddp_require(ZLIB DEBIAN zlib1g-dev)
+# FindMPI runs MPI_Get_library_version (a try_run, ~1 s) so the line below can name the
+# library; the answer is kept in the cache so that re-configuring skips it.
+if(DEFINED CACHE{DDP_MPI_LIBRARY_VERSION})
+  set(MPI_CXX_LIBRARY_VERSION_STRING "${DDP_MPI_LIBRARY_VERSION}")
+endif()
+set(MPI_DETERMINE_LIBRARY_VERSION TRUE)
+ddp_require(MPI COMPONENTS CXX DEBIAN "libopenmpi-dev openmpi-bin")
+set(DDP_MPI_LIBRARY_VERSION "${MPI_CXX_LIBRARY_VERSION_STRING}" CACHE INTERNAL "")
+ddp_require(OpenMP COMPONENTS CXX DEBIAN "g++ (libgomp)")
+ddp_require(Threads DEBIAN libc6-dev)
+if(DDP_BUILD_TESTS)
+  # Catch2 v2 (single header catch2/catch.hpp); v3 is a different library.
+  ddp_require(Catch2 2.13 DEBIAN catch2)
+endif()
+
+# "Open MPI v4.1.4, package: Debian OpenMPI, ..." -> "Open MPI v4.1.4"
+string(REGEX REPLACE ",.*" "" _ddp_mpi_library "${MPI_CXX_LIBRARY_VERSION_STRING}")
+message(STATUS "Found Eigen3 ${Eigen3_VERSION} (${EIGEN3_INCLUDE_DIR})")
+message(STATUS "Found ZLIB ${ZLIB_VERSION_STRING}")
+message(STATUS "Found MPI ${MPI_CXX_VERSION}: ${_ddp_mpi_library} (launcher ${MPIEXEC_EXECUTABLE})")
+message(STATUS "Found OpenMP ${OpenMP_CXX_VERSION} (${OpenMP_CXX_FLAGS})")
+if(DDP_BUILD_TESTS)
+  message(STATUS "Found Catch2 ${Catch2_VERSION}")
+endif()
+
+# ---- CUDA ----------------------------------------------------------------------------
+# AUTO builds the CUDA backend when a working nvcc is found; ON insists; OFF never looks.
+# Without a GPU the code still compiles and links, and the GPU tests report "Skipped".
+set(DDP_HAVE_CUDA OFF)
+if(NOT DDP_CUDA MATCHES "^(AUTO|ON|OFF)$")
+  message(FATAL_ERROR "DDP_CUDA=${DDP_CUDA}: expected AUTO, ON or OFF")
+endif()
+if(NOT DDP_CUDA STREQUAL "OFF")
+  # Where nvcc is: CMAKE_CUDA_COMPILER or $CUDACXX when given, else PATH and $CUDA_HOME,
+  # else /usr/local/cuda/bin, which a fresh toolkit install does not put on PATH.
+  if(NOT DEFINED CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX})
+    find_program(DDP_NVCC nvcc
+                 HINTS ENV CUDA_HOME ENV CUDA_PATH PATH_SUFFIXES bin
+                 PATHS /usr/local/cuda/bin)
+    if(DDP_NVCC)
+      set(ENV{CUDACXX} "${DDP_NVCC}")
+    endif()
+  endif()
+  # nvcc compiles host code with the same g++ as the rest of the build, not whichever
+  # g++ is first on PATH (they differ on clusters after `module load gcc`).
+  if(NOT DEFINED CMAKE_CUDA_HOST_COMPILER AND NOT DEFINED ENV{CUDAHOSTCXX})
+    set(ENV{CUDAHOSTCXX} "${CMAKE_CXX_COMPILER}")
+  endif()
+
+  if(DDP_CUDA STREQUAL "AUTO")
+    # Compiles a tiny CUDA project first: an nvcc that cannot build (say, with a host
+    # compiler it does not support) means "CPU only", not a failed configure.
+    include(CheckLanguage)
+    check_language(CUDA)
+  elseif(NOT DEFINED CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX})
+    message(FATAL_ERROR "DDP_CUDA=ON but nvcc was not found "
+                        "(PATH, $CUDA_HOME, /usr/local/cuda/bin).\n"
+                        "hint: module load cuda / put the toolkit's bin on PATH, "
+                        "or configure with -DDDP_CUDA=OFF (or AUTO)")
+  endif()
+
+  if(DDP_CUDA STREQUAL "ON" OR CMAKE_CUDA_COMPILER)
+    # A100 = sm_80, H100 and H200 = sm_90 (SASS for both, plus PTX of sm_90 that newer
+    # GPUs compile at load time). Other cards: -DCMAKE_CUDA_ARCHITECTURES=native on a
+    # GPU node, or the number (75 for T4, 89 for L4/L40S).
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      set(CMAKE_CUDA_ARCHITECTURES "80-real;90")
+    endif()
+    enable_language(CUDA)
+    set(CMAKE_CUDA_STANDARD 20)
+    set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+    set(CMAKE_CUDA_EXTENSIONS OFF)
+    # CMake 3.25 (Debian 12) knows nvcc's C++20 flag only from 3.26 on; nvcc >= 12 has it.
+    if(NOT "cuda_std_20" IN_LIST CMAKE_CUDA_COMPILE_FEATURES)
+      if(CMAKE_CUDA_COMPILER_VERSION VERSION_LESS 12.0)
+        message(FATAL_ERROR "nvcc ${CMAKE_CUDA_COMPILER_VERSION} cannot compile C++20; "
+                            "ddp.cpp needs CUDA >= 12.0.\n"
+                            "hint: -DDDP_CUDA=OFF builds the CPU backend only")
+      endif()
+      set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+      set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+      list(APPEND CMAKE_CUDA_COMPILE_FEATURES cuda_std_20)
+    endif()
+    find_package(CUDAToolkit REQUIRED)
+    set(DDP_HAVE_CUDA ON)
+    message(STATUS "Found CUDA ${CUDAToolkit_VERSION} (nvcc ${CMAKE_CUDA_COMPILER}, "
+                   "host compiler ${CMAKE_CUDA_HOST_COMPILER}, archs ${CMAKE_CUDA_ARCHITECTURES})")
+    if(TARGET CUDA::cublas)
+      message(STATUS "Found cuBLAS (${CUDA_cublas_LIBRARY})")
+    else()
+      message(FATAL_ERROR "CUDA ${CUDAToolkit_VERSION} found but not cuBLAS.\n"
+                          "hint: install the toolkit's libcublas, or -DDDP_CUDA=OFF")
+    endif()
+  else()
+    message(STATUS "CUDA: no working nvcc found, building the CPU backend only "
+                   "(-DDDP_CUDA=ON makes this an error)")
+  endif()
+else()
+  message(STATUS "CUDA: off (DDP_CUDA=OFF), building the CPU backend only")
+endif()
+
+# NCCL ships in the CUDA toolkit's lib/ here, or in the system's library folders.
+set(DDP_HAVE_NCCL OFF)
+if(DDP_HAVE_CUDA)
+  find_path(NCCL_INCLUDE_DIR nccl.h
+            HINTS ENV NCCL_HOME ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include /usr/include
+            PATH_SUFFIXES include)
+  find_library(NCCL_LIBRARY nccl
+               HINTS ENV NCCL_HOME ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64
+                     /usr/local/cuda/lib /usr/lib/x86_64-linux-gnu
+               PATH_SUFFIXES lib lib64)
+  if(NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
+    file(STRINGS ${NCCL_INCLUDE_DIR}/nccl.h _nccl_ver REGEX "^#define NCCL_(MAJOR|MINOR|PATCH) ")
+    string(REGEX REPLACE ".*NCCL_MAJOR ([0-9]+).*NCCL_MINOR ([0-9]+).*NCCL_PATCH ([0-9]+).*"
+                         "\\1.\\2.\\3" NCCL_VERSION "${_nccl_ver}")
+    add_library(ddp_nccl INTERFACE)
+    target_include_directories(ddp_nccl SYSTEM INTERFACE ${NCCL_INCLUDE_DIR})
+    target_link_libraries(ddp_nccl INTERFACE ${NCCL_LIBRARY})
+    add_library(NCCL::NCCL ALIAS ddp_nccl)
+    set(DDP_HAVE_NCCL ON)
+    message(STATUS "Found NCCL ${NCCL_VERSION} (${NCCL_LIBRARY})")
+  else()
+    message(STATUS "NCCL not found: the nccl process group will not be built "
+                   "(hint: set NCCL_HOME to its install prefix)")
+  endif()
+endif()

@@ -1,0 +1,42 @@
+// BatchNorm2d: per-channel normalisation of (B, C, H, W) activations. Chapter 04.
+//
+// Training mode normalises with the batch's statistics and updates the running ones;
+// evaluation mode uses the running ones (autograd/ops/batch_norm.cpp has the math).
+// State, named as in PyTorch: parameters "weight" (C, starts at 1) and "bias" (C, 0);
+// buffers "running_mean" (C, 0) and "running_var" (C, 1). PyTorch also keeps an int64
+// "num_batches_tracked", which only matters when momentum is None; it is left out here
+// (and is absent from the parity fixture, which keeps floating-point tensors only).
+// The running statistics are per process: DDP does not synchronise them (as in PyTorch).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "nn/module.hpp"
+
+namespace ddp::nn {
+
+class BatchNorm2d final : public Module {
+ public:
+  explicit BatchNorm2d(std::int64_t num_features, double eps = 1e-5, double momentum = 0.1);
+
+  // x: (B, C, H, W) -> (B, C, H, W)
+  Variable forward(const Variable& x) override;
+  std::string describe() const override;
+
+  const Variable& weight() const { return weight_; }
+  const Variable& bias() const { return bias_; }
+  const Tensor& running_mean() const { return running_mean_.data(); }
+  const Tensor& running_var() const { return running_var_.data(); }
+
+ private:
+  std::int64_t num_features_;
+  double eps_;
+  double momentum_;
+  Variable weight_;
+  Variable bias_;
+  Variable running_mean_;  // buffer holders (see Module::register_buffer)
+  Variable running_var_;
+};
+
+}  // namespace ddp::nn

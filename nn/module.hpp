@@ -1,0 +1,103 @@
+// Module: the base class of every layer and network. Chapter 04.
+//
+// A module owns named parameters (Variables that require grad), named buffers (state
+// that is not trained, such as BatchNorm's running statistics) and named child modules.
+// From those three lists it answers everything a training loop and DDP ask: all
+// parameters in a fixed order, their dotted names ("block2.shortcut.0.weight", exactly
+// PyTorch's state_dict names), train/eval mode, moving to a GPU, saving and loading.
+// It does not do hooks, parameter groups or deep copies.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "autograd/variable.hpp"
+#include "nn/state_dict.hpp"
+#include "tensor/device.hpp"
+#include "tensor/tensor.hpp"
+
+namespace ddp::nn {
+
+class Module {
+ public:
+  Module() = default;
+  virtual ~Module() = default;
+  // A module is referred to by (shared) pointer, never copied: a copy would share or
+  // duplicate parameters, and either is a surprise.
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  // x -> the module's output; shapes are documented by each subclass.
+  virtual Variable forward(const Variable& x) = 0;
+  Variable operator()(const Variable& x) { return forward(x); }
+  // One line for tables and messages: "Conv2d(1 -> 16, 3x3, stride 1, pad 1, no bias)".
+  virtual std::string describe() const = 0;
+
+  // ---- What the module holds, recursively, in registration order ----------------------
+  // Names are dotted paths from this module: a child "bn" of a child "block1" gives
+  // "block1.bn.weight". The order is fixed (this module's own entries first, then each
+  // child's, depth first), so every process that builds the same network lists the same
+  // parameters in the same order: DDP relies on it.
+  std::vector<std::pair<std::string, Variable>> named_parameters() const;
+  std::vector<std::pair<std::string, Tensor>> named_buffers() const;
+  // Every module below this one and itself (named ""), parents before children.
+  std::vector<std::pair<std::string, Module*>> named_modules();
+  std::vector<Variable> parameters() const;
+  std::int64_t num_parameters() const;  // total number of trainable values
+
+  // ---- Mode, device, gradients ---------------------------------------------------------
+  // Training mode (the default) vs evaluation mode; only BatchNorm2d behaves differently.
+  void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+  // Moves every parameter (and its gradient) and buffer to `device` IN PLACE: the
+  // Variables keep their identity, so handles taken before (an optimizer's parameter
+  // list, DDP's hooks) see the moved tensors.
+  void to(Device device);
+  // Sets every parameter's gradient back to undefined (PyTorch's set_to_none=True).
+  void zero_grad();
+
+  // ---- state_dict: parameters then buffers of each module, as named_* order them ------
+  // The entries share storage with the module (no copy); save them with save_state_dict.
+  StateDict state_dict() const;
+  // Copies `state` into the parameters and buffers. Strict, and all or nothing: every
+  // name must be present with the right dtype and shape and no other name may appear;
+  // everything is checked BEFORE anything is copied, so on a ddp::Error the module is
+  // unchanged. `source` names where `state` came from (a file) in the messages.
+  void load_state_dict(const StateDict& state, std::string_view source = "a state_dict");
+
+ protected:
+  // For subclasses' constructors. The returned handle is the registered one itself.
+  Variable register_parameter(std::string name, Tensor value);
+  // A buffer is held in a Variable that never requires grad: a shared handle whose
+  // tensor to() can swap, so the subclass holding it sees the move. Pass
+  // buffer.data() to ops that update it in place.
+  Variable register_buffer(std::string name, Tensor value);
+  template <typename M>
+  std::shared_ptr<M> register_module(std::string name, std::shared_ptr<M> module) {
+    add_child(std::move(name), module);
+    return module;
+  }
+
+ private:
+  void check_new_name(const std::string& name) const;
+  void add_child(std::string name, std::shared_ptr<Module> module);
+  void collect_parameters(const std::string& prefix,
+                          std::vector<std::pair<std::string, Variable>>& out) const;
+  void collect_buffers(const std::string& prefix,
+                       std::vector<std::pair<std::string, Variable>>& out) const;
+  void collect_state(const std::string& prefix, StateDict& out) const;
+  void collect_modules(const std::string& prefix,
+                       std::vector<std::pair<std::string, Module*>>& out);
+
+  std::vector<std::pair<std::string, Variable>> parameters_;
+  std::vector<std::pair<std::string, Variable>> buffers_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  bool training_ = true;
+};
+
+}  // namespace ddp::nn

@@ -1,0 +1,22 @@
+// What the program can ask about CUDA on every build, with or without it: is it built,
+// how many GPUs can be used, what the caching allocator has done. Chapter 02.
+// Implemented by tensor/cuda/backend.cu, or by tensor/no_cuda.cpp when CUDA is not built.
+#pragma once
+
+#include <string>
+
+#include "tensor/cuda/caching_allocator.hpp"
+
+namespace ddp::cuda {
+
+bool is_built();                // compiled with the CUDA backend
+int device_count() noexcept;    // usable GPUs; 0 when none, no driver, or not built
+bool is_available();            // device_count() > 0
+std::string device_name(int index);  // "NVIDIA H100 80GB HBM3"; throws when absent
+
+// The caching allocator of GPU `index` (chapter 02): counters, and giving cached
+// blocks back to the driver.
+AllocatorStats allocator_stats(int index);
+void empty_cache(int index);
+
+}  // namespace ddp::cuda

@@ -1,0 +1,58 @@
+// Shape arithmetic (see shape.hpp).
+#include "tensor/shape.hpp"
+
+#include <algorithm>
+#include <sstream>
+
+#include "tensor/error.hpp"
+
+namespace ddp {
+
+std::int64_t numel(const Shape& shape) {
+  std::int64_t n = 1;
+  for (std::int64_t size : shape) n *= size;
+  return n;
+}
+
+Shape contiguous_strides(const Shape& shape) {
+  Shape strides(shape.size());
+  std::int64_t stride = 1;
+  for (std::size_t d = shape.size(); d-- > 0;) {
+    strides[d] = stride;
+    stride *= std::max<std::int64_t>(shape[d], 1);
+  }
+  return strides;
+}
+
+std::string shape_str(const Shape& shape) {
+  std::ostringstream os;
+  os << '(';
+  for (std::size_t d = 0; d < shape.size(); ++d) os << (d ? ", " : "") << shape[d];
+  if (shape.size() == 1) os << ',';
+  os << ')';
+  return os.str();
+}
+
+Shape broadcast_shapes(const Shape& a, const Shape& b) {
+  const std::size_t ndim = std::max(a.size(), b.size());
+  Shape out(ndim);
+  for (std::size_t i = 0; i < ndim; ++i) {  // i counts from the right
+    const std::int64_t sa = i < a.size() ? a[a.size() - 1 - i] : 1;
+    const std::int64_t sb = i < b.size() ? b[b.size() - 1 - i] : 1;
+    DDP_CHECK(sa == sb || sa == 1 || sb == 1, "shapes ", shape_str(a), " and ", shape_str(b),
+              " cannot be broadcast: size ", sa, " vs ", sb, " at dimension ",
+              static_cast<std::int64_t>(ndim - 1 - i),
+              "\nhint: sizes must match or be 1, aligned from the last dimension");
+    out[ndim - 1 - i] = sa == 1 ? sb : sa;
+  }
+  return out;
+}
+
+std::int64_t normalize_dim(std::int64_t dim, std::int64_t ndim) {
+  const std::int64_t lo = ndim == 0 ? -1 : -ndim, hi = ndim == 0 ? 0 : ndim - 1;
+  DDP_CHECK(dim >= lo && dim <= hi, "dimension ", dim, " is out of range for a tensor with ",
+            ndim, " dimensions (expected ", lo, " to ", hi, ")");
+  return dim < 0 ? dim + std::max<std::int64_t>(ndim, 1) : dim;
+}
+
+}  // namespace ddp

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Chapter 04, ddp-train's output in a log: plain progress lines (no carriage returns), one
+# summary per epoch, the `final:` line last, and a metrics CSV with its header and one
+# row per epoch whose losses match the summary lines.
+#   output.sh <ddp-train> <data folder> <scratch folder>
+set -u
+bin=$1 data=$2 work=$3
+rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
+. "$(dirname "$0")/common.sh"
+
+train run.log --epochs 2 --batch-size 2000 --metrics run.csv
+cat run.log
+! grep -q $'\r' run.log || fail "carriage returns in a log"
+grep -q '^ddp-train: device cpu, batch 2000, lr 0.1, momentum 0.9, weight decay 0.0005, seed 3$' \
+  run.log || fail "no header line with the recipe"
+grep -q '^epoch 1/2 step 4/4 loss [0-9.]* [0-9]* img/s$' run.log || fail "no plain progress line"
+[ -n "$(summary run.log 1)" ] && [ -n "$(summary run.log 2)" ] || fail "missing epoch summaries"
+[ "$(tail -n 1 run.log | cut -c1-6)" = "final:" ] || fail "final: is not the last line"
+grep -q '^final: test accuracy [0-9.]*% ([0-9]*/2000 after epoch 2), wall time [0-9.]* s$' \
+  run.log || fail "final: line malformed: $(grep final: run.log)"
+
+[ "$(head -n 1 run.csv)" = "epoch,train_loss,test_loss,test_accuracy,images_per_second,train_seconds" ] ||
+  fail "metrics header: $(head -n 1 run.csv)"
+[ "$(wc -l <run.csv)" -eq 3 ] || fail "metrics has $(wc -l <run.csv) lines, expected 1 + 2 epochs"
+for epoch in 1 2; do
+  row=$(sed -n "$((epoch + 1))p" run.csv)
+  IFS=, read -r e train_loss test_loss accuracy _ _ <<<"$row"
+  [ "$e" = "$epoch" ] || fail "row $epoch says epoch $e"
+  # The CSV has more digits than the summary; rounded to 4 places they must agree.
+  want=$(printf 'epoch %d/2: train loss %.4f, test loss %.4f, test accuracy %.2f%%' \
+    "$epoch" "$train_loss" "$test_loss" "$accuracy")
+  [ "$want" = "$(summary run.log $epoch)" ] ||
+    fail "metrics row $epoch ($row) does not match '$(summary run.log $epoch)'"
+done
+echo "ok: log format, final: line, metrics CSV"

@@ -1,0 +1,124 @@
+// Chapter 04, ddp-train's command line (tools/ddp_train/options.cpp): the defaults are
+// the recipe of shared/anchors/ref_model.py, every flag reaches its field, and a bad value
+// or an unknown flag throws ddp::Error naming the flag and the text it could not use.
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "tensor/error.hpp"
+#include "tools/ddp_train/options.hpp"
+
+namespace {
+
+using ddp::train::parse_options;
+using ddp::train::TrainOptions;
+
+// parse_options over {"ddp-train", args...}, as main() would see them.
+TrainOptions parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "ddp-train");
+  std::vector<const char*> argv;
+  for (const auto& a : args) argv.push_back(a.c_str());
+  return parse_options(static_cast<int>(argv.size()), argv.data());
+}
+
+// The first line of the ddp::Error that parsing `args` throws ("" when none is thrown):
+// the line main() prints as "ddp-train: <line>" (the rest is the file:line of the check).
+std::string error_of(const std::vector<std::string>& args) {
+  try {
+    parse(args);
+  } catch (const ddp::Error& e) {
+    const std::string message = e.what();
+    return message.substr(0, message.find('\n'));
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("ddp-train defaults are the ref_model recipe", "[ch04][train]") {
+  const TrainOptions o = parse({});
+  CHECK(o.lr == 0.1);
+  CHECK(o.momentum == 0.9);
+  CHECK(o.weight_decay == 5e-4);
+  CHECK(o.batch_size == 128);
+  CHECK(o.epochs == 5);
+  CHECK(o.max_steps == 0);
+  CHECK(o.seed == 0);
+  CHECK(o.device == "auto");
+  CHECK(o.threads == 0);
+  CHECK(o.data.empty());
+  CHECK(o.metrics.empty());
+  CHECK(o.save.empty());
+  CHECK(o.resume.empty());
+  CHECK_FALSE(o.help);
+}
+
+TEST_CASE("ddp-train parses every flag into its field", "[ch04][train]") {
+  const TrainOptions o = parse({"--data", "/tmp/mnist", "--epochs", "3", "--max-steps", "17",
+                                "--batch-size", "64", "--lr", "0.05", "--momentum", "0.5",
+                                "--weight-decay", "1e-3", "--seed", "18446744073709551615",
+                                "--device", "cuda:1", "--threads", "4", "--metrics", "m.csv",
+                                "--save", "ck.ddp", "--resume", "old.ddp"});
+  CHECK(o.data == "/tmp/mnist");
+  CHECK(o.epochs == 3);
+  CHECK(o.max_steps == 17);
+  CHECK(o.batch_size == 64);
+  CHECK(o.lr == 0.05);
+  CHECK(o.momentum == 0.5);
+  CHECK(o.weight_decay == 1e-3);
+  CHECK(o.seed == 18446744073709551615ULL);
+  CHECK(o.device == "cuda:1");
+  CHECK(o.threads == 4);
+  CHECK(o.metrics == "m.csv");
+  CHECK(o.save == "ck.ddp");
+  CHECK(o.resume == "old.ddp");
+  CHECK_FALSE(o.help);
+
+  CHECK(parse({"--help"}).help);
+  CHECK(parse({"-h"}).help);
+  CHECK(parse({"--epochs", "2", "--help"}).help);
+  // Zero is allowed where it means "none": no step limit, no momentum, no decay, lr 0.
+  const TrainOptions zeros =
+      parse({"--max-steps", "0", "--momentum", "0", "--weight-decay", "0", "--lr", "0"});
+  CHECK(zeros.max_steps == 0);
+  CHECK(zeros.momentum == 0.0);
+  CHECK(zeros.weight_decay == 0.0);
+  CHECK(zeros.lr == 0.0);
+  // A later flag wins, as in most command lines.
+  CHECK(parse({"--epochs", "2", "--epochs", "7"}).epochs == 7);
+}
+
+TEST_CASE("ddp-train rejects bad values, naming the flag and the text", "[ch04][train]") {
+  struct Case {
+    std::string flag, value;
+  };
+  const std::vector<Case> cases = {
+      {"--epochs", "0"},         {"--epochs", "abc"},       {"--epochs", "2x"},
+      {"--epochs", "-1"},        {"--epochs", "1.5"},       {"--epochs", ""},
+      {"--max-steps", "-3"},     {"--batch-size", "0"},     {"--batch-size", "12 "},
+      {"--batch-size", "99999999999999999999999"},          {"--lr", "fast"},
+      {"--lr", "-0.1"},          {"--lr", "0.1.2"},         {"--momentum", "-1"},
+      {"--weight-decay", "x"},   {"--seed", "-1"},          {"--seed", "0x10"},
+      {"--threads", "0"},        {"--threads", "two"},      {"--threads", "4294967296"},
+      {"--lr", "inf"},           {"--momentum", "nan"},     {"--weight-decay", "1e999"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.flag << " '" << c.value << "'");
+    const std::string message = error_of({c.flag, c.value});
+    CHECK_THAT(message, Catch::Contains(c.flag));
+    CHECK_THAT(message, Catch::Contains("'" + c.value + "'"));
+  }
+}
+
+TEST_CASE("ddp-train rejects unknown flags, stray words and a missing value",
+          "[ch04][train]") {
+  CHECK_THAT(error_of({"--learning-rate", "0.1"}), Catch::Contains("unknown flag '--learning-rate'"));
+  CHECK_THAT(error_of({"--epoch", "2"}), Catch::Contains("'--epoch'"));
+  CHECK_THAT(error_of({"train.csv"}), Catch::Contains("unexpected argument 'train.csv'"));
+  CHECK_THAT(error_of({"-e", "2"}), Catch::Contains("'-e'"));
+  CHECK_THAT(error_of({"--epochs"}), Catch::Contains("--epochs needs a value"));
+  CHECK_THAT(error_of({"--lr", "0.1", "--save"}), Catch::Contains("--save needs a value"));
+  CHECK(error_of({"--epochs", "2"}).empty());
+  CHECK_THROWS_AS(parse({"--nope", "1"}), ddp::Error);
+}

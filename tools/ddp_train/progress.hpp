@@ -1,0 +1,30 @@
+// Progress output of ddp-train. Chapter 04.
+//
+// On a terminal: one line redrawn in place (a bar, images/s, ETA, running loss). When
+// stdout is a file or a pipe -- a SLURM log -- carriage returns would pile up, so it
+// prints a plain line every ~20% of the epoch instead.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace ddp::train {
+
+class Progress {
+ public:
+  Progress(std::int64_t epoch, std::int64_t epochs, std::int64_t steps, bool terminal);
+  // After step `step` (1-based) of the epoch; `images` seen so far in this epoch.
+  void update(std::int64_t step, std::int64_t images, double running_loss);
+  void finish();  // ends the redrawn line on a terminal
+
+ private:
+  std::int64_t epoch_, epochs_, steps_;
+  bool terminal_;
+  std::int64_t next_plain_report_;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+};
+
+bool stdout_is_terminal();
+
+}  // namespace ddp::train

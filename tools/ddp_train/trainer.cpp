@@ -1,0 +1,228 @@
+// Trainer (see trainer.hpp). Chapter 04.
+#include "tools/ddp_train/trainer.hpp"
+
+#include <bit>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <span>
+
+#include "autograd/functions.hpp"
+#include "autograd/grad_mode.hpp"
+#include "nn/state_dict.hpp"
+#include "tensor/cuda/device_info.hpp"
+#include "tensor/ops.hpp"
+#include "tensor/threads.hpp"
+#include "tools/ddp_train/progress.hpp"
+
+namespace ddp::train {
+
+namespace {
+
+constexpr std::int64_t kEvalBatch = 500;
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+std::string data_folder(const TrainOptions& o) {
+  return o.data.empty() ? default_mnist_folder() : o.data;
+}
+
+// A 0-d int64 tensor, how a checkpoint stores one counter. from_data copies the 64 bits;
+// full() would pass the value through a double and round everything above 2^53 (the loss
+// sum's bit pattern, a large --seed).
+Tensor counter(std::int64_t value) {
+  return from_data(std::span<const std::int64_t>(&value, 1), {});
+}
+
+}  // namespace
+
+Device resolve_device(const std::string& name) {
+  if (name == "auto") return cuda::device_count() > 0 ? Device::cuda(0) : Device::cpu();
+  const Device device = Device::parse(name);
+  if (device.is_cuda()) {
+    DDP_CHECK(device.index < cuda::device_count(), "--device ", name, ": no such GPU (",
+              cuda::device_count(), " usable)",
+              cuda::is_built() ? "" : "; this build has no CUDA (configure with -DDDP_CUDA=ON)");
+  }
+  return device;
+}
+
+Trainer::Trainer(TrainOptions options)
+    : options_(std::move(options)),
+      device_(resolve_device(options_.device)),
+      train_set_(MnistSplit::Train, data_folder(options_)),
+      test_set_(MnistSplit::Test, data_folder(options_)),
+      sampler_(train_set_.size(), options_.seed),
+      init_generator_(options_.seed) {
+  if (options_.threads > 0) set_num_threads(options_.threads);
+  model_ = std::make_shared<nn::ResNetMnist>(init_generator_);
+  model_->to(device_);
+  optimizer_ = std::make_unique<nn::SGD>(
+      model_->parameters(),
+      nn::SGDOptions{.lr = options_.lr, .momentum = options_.momentum,
+                     .weight_decay = options_.weight_decay});
+  loader_ = std::make_unique<DataLoader>(train_set_, sampler_, options_.batch_size,
+                                         /*drop_last=*/false, device_);
+  if (!options_.resume.empty()) load_checkpoint(options_.resume);
+  if (!options_.metrics.empty()) {
+    const bool fresh = !std::filesystem::exists(options_.metrics) || options_.resume.empty();
+    metrics_.open(options_.metrics, fresh ? std::ios::trunc : std::ios::app);
+    DDP_CHECK(metrics_.good(), "cannot open --metrics file ", options_.metrics);
+    if (fresh) {
+      metrics_ << "epoch,train_loss,test_loss,test_accuracy,images_per_second,train_seconds\n";
+    }
+  }
+}
+
+bool Trainer::train_epoch(EpochResult& result) {
+  model_->train();
+  sampler_.set_epoch(epoch_);
+  const std::int64_t steps = loader_->num_batches();
+  Progress progress(epoch_ + 1, options_.epochs, steps, stdout_is_terminal());
+  const auto start = std::chrono::steady_clock::now();
+  std::int64_t step = 0, images_this_run = 0;
+  bool stopped_early = false;
+  for (Batch& batch : *loader_) {
+    if (step++ < step_in_epoch_) continue;  // resumed: these batches were trained already
+    if (options_.max_steps > 0 && global_step_ >= options_.max_steps) {
+      stopped_early = true;
+      break;
+    }
+    optimizer_->zero_grad();
+    Variable logits = (*model_)(Variable(batch.images));
+    Variable loss = cross_entropy(logits, batch.labels);
+    loss.backward();
+    optimizer_->step();
+
+    const std::int64_t b = batch.labels.numel();
+    loss_sum_ += static_cast<double>(loss.data().item<float>()) * static_cast<double>(b);
+    images_seen_ += b;
+    images_this_run += b;
+    ++step_in_epoch_;
+    ++global_step_;
+    progress.update(step, images_seen_, loss_sum_ / static_cast<double>(images_seen_));
+  }
+  progress.finish();
+  result.train_seconds = seconds_since(start);
+  result.images_per_second = static_cast<double>(images_this_run) / result.train_seconds;
+  result.train_loss = images_seen_ > 0 ? loss_sum_ / static_cast<double>(images_seen_) : 0.0;
+  return !stopped_early;
+}
+
+Evaluation Trainer::evaluate() {
+  model_->eval();
+  NoGradGuard no_grad;
+  Evaluation e;
+  SequentialSampler order(test_set_.size());
+  DataLoader loader(test_set_, order, kEvalBatch, /*drop_last=*/false, device_);
+  for (Batch& batch : loader) {
+    Variable logits = (*model_)(Variable(batch.images));
+    const std::int64_t b = batch.labels.numel();
+    e.loss += static_cast<double>(cross_entropy(logits, batch.labels).data().item<float>()) *
+              static_cast<double>(b);
+    e.correct += sum(eq(argmax(logits.data(), 1), batch.labels)).item<float>();
+    e.total += b;
+  }
+  e.loss /= static_cast<double>(e.total);
+  model_->train();
+  return e;
+}
+
+EpochResult Trainer::run() {
+  EpochResult result;
+  for (; epoch_ < options_.epochs; ++epoch_) {
+    // --max-steps used up exactly at the end of the previous epoch: stop here rather than
+    // print (and evaluate) an epoch without a single step.
+    if (result.epoch > 0 && options_.max_steps > 0 && global_step_ >= options_.max_steps) break;
+    result = EpochResult{};
+    result.epoch = epoch_ + 1;
+    const bool finished = train_epoch(result);
+    const Evaluation e = evaluate();
+    result.test_loss = e.loss;
+    result.test_correct = e.correct;
+    result.test_total = e.total;
+    result.test_accuracy = 100.0 * static_cast<double>(e.correct) / static_cast<double>(e.total);
+    std::printf("epoch %lld/%lld: train loss %.4f, test loss %.4f, test accuracy %.2f%%, "
+                "%.0f img/s, %.2f s\n",
+                static_cast<long long>(result.epoch), static_cast<long long>(options_.epochs),
+                result.train_loss, result.test_loss, result.test_accuracy,
+                result.images_per_second, result.train_seconds);
+    std::fflush(stdout);
+    if (finished) write_metrics(result);
+    if (!finished) {  // --max-steps reached inside this epoch: keep the place for --resume
+      if (!options_.save.empty()) save_checkpoint(options_.save);
+      break;
+    }
+    step_in_epoch_ = 0;
+    loss_sum_ = 0.0;
+    images_seen_ = 0;
+    if (!options_.save.empty()) {
+      ++epoch_;  // the checkpoint says "epoch done": resume starts the next one
+      save_checkpoint(options_.save);
+      --epoch_;
+    }
+  }
+  return result;
+}
+
+void Trainer::write_metrics(const EpochResult& r) {
+  if (!metrics_.is_open()) return;
+  metrics_ << r.epoch << ',' << r.train_loss << ',' << r.test_loss << ',' << r.test_accuracy
+           << ',' << r.images_per_second << ',' << r.train_seconds << '\n';
+  metrics_.flush();
+}
+
+// ---- Checkpoints --------------------------------------------------------------------
+// One DDPSTATE file (nn/state_dict.hpp): "model.<name>", "optimizer.<name>" and
+// "progress.<counter>" entries. The epoch's loss sum is a double; it is stored as its
+// 64 bits in an int64 so that a resumed run prints the very same epoch loss.
+
+void Trainer::save_checkpoint(const std::string& path) const {
+  nn::StateDict state;
+  for (auto& [name, t] : model_->state_dict()) state.emplace_back("model." + name, t);
+  for (auto& [name, t] : optimizer_->state_dict()) state.emplace_back("optimizer." + name, t);
+  state.emplace_back("progress.epoch", counter(epoch_));
+  state.emplace_back("progress.step_in_epoch", counter(step_in_epoch_));
+  state.emplace_back("progress.global_step", counter(global_step_));
+  state.emplace_back("progress.images_seen", counter(images_seen_));
+  state.emplace_back("progress.loss_sum_bits", counter(std::bit_cast<std::int64_t>(loss_sum_)));
+  state.emplace_back("config.seed", counter(static_cast<std::int64_t>(options_.seed)));
+  state.emplace_back("config.batch_size", counter(options_.batch_size));
+  nn::save_state_dict(state, path);
+}
+
+void Trainer::load_checkpoint(const std::string& path) {
+  const nn::StateDict state = nn::read_state_dict(path);
+  nn::StateDict model_state, optimizer_state;
+  auto find = [&](const std::string& name) -> std::int64_t {
+    for (const auto& [key, t] : state) {
+      if (key == name) return t.item<std::int64_t>();
+    }
+    DDP_FAIL("checkpoint ", path, " has no entry '", name,
+             "'\nhint: was it written by ddp-train --save?");
+  };
+  for (const auto& [key, t] : state) {
+    if (key.starts_with("model.")) model_state.emplace_back(key.substr(6), t);
+    if (key.starts_with("optimizer.")) optimizer_state.emplace_back(key.substr(10), t);
+  }
+  DDP_CHECK(find("config.seed") == static_cast<std::int64_t>(options_.seed) &&
+                find("config.batch_size") == options_.batch_size,
+            "checkpoint ", path, " was written with --seed ", find("config.seed"),
+            " --batch-size ", find("config.batch_size"), ", but this run has --seed ",
+            options_.seed, " --batch-size ", options_.batch_size,
+            "\nhint: resume with the flags of the run that saved it");
+  model_->load_state_dict(model_state, path);
+  optimizer_->load_state_dict(optimizer_state, path);
+  epoch_ = find("progress.epoch");
+  step_in_epoch_ = find("progress.step_in_epoch");
+  global_step_ = find("progress.global_step");
+  images_seen_ = find("progress.images_seen");
+  loss_sum_ = std::bit_cast<double>(find("progress.loss_sum_bits"));
+  std::printf("resumed from %s: epoch %lld, step %lld of it (%lld steps in all)\n", path.c_str(),
+              static_cast<long long>(epoch_ + 1), static_cast<long long>(step_in_epoch_),
+              static_cast<long long>(global_step_));
+}
+
+}  // namespace ddp::train
