@@ -22,7 +22,9 @@ namespace ddp {
 namespace {
 
 struct LaterFirst {
-  bool operator()(const Node* a, const Node* b) const { return a->sequence_nr() < b->sequence_nr(); }
+  bool operator()(const Node* a, const Node* b) const {
+    return a->sequence_nr() < b->sequence_nr();
+  }
 };
 
 std::unordered_map<Node*, int> count_dependencies(Node* root) {
@@ -56,9 +58,8 @@ void run_backward(const Variable& root, const Tensor& grad_root, bool retain_gra
               root.data().describe(), "\nhint: pass grad_output, or reduce (sum/mean) first");
     grad = ones_like(root.data());
   }
-  DDP_CHECK(grad.shape() == root.shape() && grad.device() == root.device(),
-            "backward(): gradient ", grad.describe(), " does not match the output ",
-            root.data().describe());
+  DDP_CHECK(grad.shape() == root.shape() && grad.device() == root.device(), "backward(): gradient ",
+            grad.describe(), " does not match the output ", root.data().describe());
 
   // The graph's nodes compute gradients from plain tensors: nothing is recorded.
   NoGradGuard no_grad;

@@ -14,7 +14,8 @@ std::atomic<std::uint64_t> g_next_sequence_nr{0};
 
 Node::Node() : sequence_nr_(g_next_sequence_nr.fetch_add(1, std::memory_order_relaxed)) {}
 
-AccumulateGrad::AccumulateGrad(std::shared_ptr<detail::VariableImpl> leaf) : leaf_(std::move(leaf)) {}
+AccumulateGrad::AccumulateGrad(std::shared_ptr<detail::VariableImpl> leaf)
+    : leaf_(std::move(leaf)) {}
 
 std::vector<Tensor> AccumulateGrad::backward(const Tensor& grad_output) {
   detail::VariableImpl& leaf = *leaf_;

@@ -160,8 +160,8 @@ int main(int argc, char** argv) {
     std::printf("\nepoch s = wall time of the 63-step training loop (batch loading, steps,"
                 " loss.item()), evaluation excluded,\nas in the anchor. ratio = our median"
                 " epoch / PyTorch's median epoch: <= %.1fx is the target.\nnoise: PyTorch's"
-                " median epoch moved 6.84 -> 8.18 s between run1 and run2; a ratio within ~25 %%"
-                " of 1.0 is noise.\nPyTorch's epoch-1 train loss with this recipe is 1.0243"
+                " median epoch moved by up to 25 %% between run1 and run2 (2 threads: 6.84 ->"
+                " 8.18 s);\na ratio within ~25 %% of 1.0 is noise.\nPyTorch's epoch-1 train loss with this recipe is 1.0243"
                 " (seed 0, 2 threads), a check that the same work was done.\n",
                 kTargetRatio);
     return 0;

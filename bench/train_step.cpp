@@ -238,6 +238,7 @@ void breakdown_by_module(const ddp::MnistDataset& data, const Options& o) {
   }
   std::printf("%-26s %10.2f %10s %6s   (median of the per-step sums; the rows' medians need"
               " not add up to it)\n", "step", total * 1e3, "", "100%");
+  std::fflush(stdout);
 }
 
 // ---- Breakdown 2: every layer alone, forward and backward ------------------------------
@@ -404,6 +405,7 @@ int main(int argc, char** argv) {
                       ("PyTorch anchor " + a.run).c_str(), a.min_s * 1e3, a.median_s * 1e3,
                       batch / a.median_s, ratio, ratio <= kTargetRatio ? "" : "  (slower)");
         }
+        std::fflush(stdout);  // rows take seconds to minutes: show each as it is done
       }
     }
     for (const std::string& file : missing) std::printf("anchor not found: %s\n", file.c_str());

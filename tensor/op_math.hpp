@@ -24,17 +24,26 @@ namespace ddp {
 enum class UnaryOp : std::uint8_t { Neg, Exp, Log, Sqrt, Rsqrt, Abs, Relu, Tanh, Sigmoid, Square };
 
 enum class BinaryOp : std::uint8_t {
-  Add, Sub, Mul, Div, Maximum, Minimum, Pow,  // arithmetic: result has the inputs' dtype
-  Eq, Ne, Lt, Le, Gt, Ge,                     // comparisons: result is float32 1 or 0
+  Add,
+  Sub,
+  Mul,
+  Div,
+  Maximum,
+  Minimum,
+  Pow,  // arithmetic: result has the inputs' dtype
+  Eq,
+  Ne,
+  Lt,
+  Le,
+  Gt,
+  Ge,  // comparisons: result is float32 1 or 0
 };
 
 enum class ReduceOp : std::uint8_t { Sum, Max, Min, ArgMax };
 
 constexpr bool is_comparison(BinaryOp op) { return op >= BinaryOp::Eq; }
 // Ops that make sense on int64 tensors (labels, indices, counters).
-constexpr bool supports_int64(BinaryOp op) {
-  return op != BinaryOp::Div && op != BinaryOp::Pow;
-}
+constexpr bool supports_int64(BinaryOp op) { return op != BinaryOp::Div && op != BinaryOp::Pow; }
 
 const char* op_name(UnaryOp op);
 const char* op_name(BinaryOp op);
@@ -43,31 +52,116 @@ const char* op_name(ReduceOp op);
 namespace math {
 
 // ---- Unary (float32 only) ----------------------------------------------------------
-struct Neg     { DDP_HOST_DEVICE float operator()(float x) const { return -x; } };
-struct Exp     { DDP_HOST_DEVICE float operator()(float x) const { return expf(x); } };
-struct Log     { DDP_HOST_DEVICE float operator()(float x) const { return logf(x); } };
-struct Sqrt    { DDP_HOST_DEVICE float operator()(float x) const { return sqrtf(x); } };
-struct Rsqrt   { DDP_HOST_DEVICE float operator()(float x) const { return 1.0f / sqrtf(x); } };
-struct Abs     { DDP_HOST_DEVICE float operator()(float x) const { return fabsf(x); } };
-struct Relu    { DDP_HOST_DEVICE float operator()(float x) const { return x > 0.0f ? x : 0.0f; } };
-struct Tanh    { DDP_HOST_DEVICE float operator()(float x) const { return tanhf(x); } };
-struct Sigmoid { DDP_HOST_DEVICE float operator()(float x) const { return 1.0f / (1.0f + expf(-x)); } };
-struct Square  { DDP_HOST_DEVICE float operator()(float x) const { return x * x; } };
+struct Neg {
+  DDP_HOST_DEVICE float operator()(float x) const { return -x; }
+};
+struct Exp {
+  DDP_HOST_DEVICE float operator()(float x) const { return expf(x); }
+};
+struct Log {
+  DDP_HOST_DEVICE float operator()(float x) const { return logf(x); }
+};
+struct Sqrt {
+  DDP_HOST_DEVICE float operator()(float x) const { return sqrtf(x); }
+};
+struct Rsqrt {
+  DDP_HOST_DEVICE float operator()(float x) const { return 1.0f / sqrtf(x); }
+};
+struct Abs {
+  DDP_HOST_DEVICE float operator()(float x) const { return fabsf(x); }
+};
+struct Relu {
+  DDP_HOST_DEVICE float operator()(float x) const { return x > 0.0f ? x : 0.0f; }
+};
+struct Tanh {
+  DDP_HOST_DEVICE float operator()(float x) const { return tanhf(x); }
+};
+struct Sigmoid {
+  DDP_HOST_DEVICE float operator()(float x) const { return 1.0f / (1.0f + expf(-x)); }
+};
+struct Square {
+  DDP_HOST_DEVICE float operator()(float x) const { return x * x; }
+};
 
 // ---- Binary (templated: float32, and int64 where supports_int64) --------------------
-struct Add { template <typename T> DDP_HOST_DEVICE T operator()(T a, T b) const { return a + b; } };
-struct Sub { template <typename T> DDP_HOST_DEVICE T operator()(T a, T b) const { return a - b; } };
-struct Mul { template <typename T> DDP_HOST_DEVICE T operator()(T a, T b) const { return a * b; } };
-struct Div { template <typename T> DDP_HOST_DEVICE T operator()(T a, T b) const { return a / b; } };
-struct Maximum { template <typename T> DDP_HOST_DEVICE T operator()(T a, T b) const { return a > b ? a : b; } };
-struct Minimum { template <typename T> DDP_HOST_DEVICE T operator()(T a, T b) const { return a < b ? a : b; } };
-struct Pow { template <typename T> DDP_HOST_DEVICE T operator()(T a, T b) const { return powf(a, b); } };
-struct Eq { template <typename T> DDP_HOST_DEVICE float operator()(T a, T b) const { return a == b ? 1.0f : 0.0f; } };
-struct Ne { template <typename T> DDP_HOST_DEVICE float operator()(T a, T b) const { return a != b ? 1.0f : 0.0f; } };
-struct Lt { template <typename T> DDP_HOST_DEVICE float operator()(T a, T b) const { return a < b ? 1.0f : 0.0f; } };
-struct Le { template <typename T> DDP_HOST_DEVICE float operator()(T a, T b) const { return a <= b ? 1.0f : 0.0f; } };
-struct Gt { template <typename T> DDP_HOST_DEVICE float operator()(T a, T b) const { return a > b ? 1.0f : 0.0f; } };
-struct Ge { template <typename T> DDP_HOST_DEVICE float operator()(T a, T b) const { return a >= b ? 1.0f : 0.0f; } };
+struct Add {
+  template <typename T>
+  DDP_HOST_DEVICE T operator()(T a, T b) const {
+    return a + b;
+  }
+};
+struct Sub {
+  template <typename T>
+  DDP_HOST_DEVICE T operator()(T a, T b) const {
+    return a - b;
+  }
+};
+struct Mul {
+  template <typename T>
+  DDP_HOST_DEVICE T operator()(T a, T b) const {
+    return a * b;
+  }
+};
+struct Div {
+  template <typename T>
+  DDP_HOST_DEVICE T operator()(T a, T b) const {
+    return a / b;
+  }
+};
+struct Maximum {
+  template <typename T>
+  DDP_HOST_DEVICE T operator()(T a, T b) const {
+    return a > b ? a : b;
+  }
+};
+struct Minimum {
+  template <typename T>
+  DDP_HOST_DEVICE T operator()(T a, T b) const {
+    return a < b ? a : b;
+  }
+};
+struct Pow {
+  template <typename T>
+  DDP_HOST_DEVICE T operator()(T a, T b) const {
+    return powf(a, b);
+  }
+};
+struct Eq {
+  template <typename T>
+  DDP_HOST_DEVICE float operator()(T a, T b) const {
+    return a == b ? 1.0f : 0.0f;
+  }
+};
+struct Ne {
+  template <typename T>
+  DDP_HOST_DEVICE float operator()(T a, T b) const {
+    return a != b ? 1.0f : 0.0f;
+  }
+};
+struct Lt {
+  template <typename T>
+  DDP_HOST_DEVICE float operator()(T a, T b) const {
+    return a < b ? 1.0f : 0.0f;
+  }
+};
+struct Le {
+  template <typename T>
+  DDP_HOST_DEVICE float operator()(T a, T b) const {
+    return a <= b ? 1.0f : 0.0f;
+  }
+};
+struct Gt {
+  template <typename T>
+  DDP_HOST_DEVICE float operator()(T a, T b) const {
+    return a > b ? 1.0f : 0.0f;
+  }
+};
+struct Ge {
+  template <typename T>
+  DDP_HOST_DEVICE float operator()(T a, T b) const {
+    return a >= b ? 1.0f : 0.0f;
+  }
+};
 
 }  // namespace math
 
@@ -76,16 +170,26 @@ struct Ge { template <typename T> DDP_HOST_DEVICE float operator()(T a, T b) con
 template <typename F>
 decltype(auto) visit_unary(UnaryOp op, F&& f) {
   switch (op) {
-    case UnaryOp::Neg: return f(math::Neg{});
-    case UnaryOp::Exp: return f(math::Exp{});
-    case UnaryOp::Log: return f(math::Log{});
-    case UnaryOp::Sqrt: return f(math::Sqrt{});
-    case UnaryOp::Rsqrt: return f(math::Rsqrt{});
-    case UnaryOp::Abs: return f(math::Abs{});
-    case UnaryOp::Relu: return f(math::Relu{});
-    case UnaryOp::Tanh: return f(math::Tanh{});
-    case UnaryOp::Sigmoid: return f(math::Sigmoid{});
-    case UnaryOp::Square: return f(math::Square{});
+    case UnaryOp::Neg:
+      return f(math::Neg{});
+    case UnaryOp::Exp:
+      return f(math::Exp{});
+    case UnaryOp::Log:
+      return f(math::Log{});
+    case UnaryOp::Sqrt:
+      return f(math::Sqrt{});
+    case UnaryOp::Rsqrt:
+      return f(math::Rsqrt{});
+    case UnaryOp::Abs:
+      return f(math::Abs{});
+    case UnaryOp::Relu:
+      return f(math::Relu{});
+    case UnaryOp::Tanh:
+      return f(math::Tanh{});
+    case UnaryOp::Sigmoid:
+      return f(math::Sigmoid{});
+    case UnaryOp::Square:
+      return f(math::Square{});
   }
   DDP_FAIL("unknown unary op ", static_cast<int>(op));
 }
@@ -93,19 +197,32 @@ decltype(auto) visit_unary(UnaryOp op, F&& f) {
 template <typename F>
 decltype(auto) visit_binary(BinaryOp op, F&& f) {
   switch (op) {
-    case BinaryOp::Add: return f(math::Add{});
-    case BinaryOp::Sub: return f(math::Sub{});
-    case BinaryOp::Mul: return f(math::Mul{});
-    case BinaryOp::Div: return f(math::Div{});
-    case BinaryOp::Maximum: return f(math::Maximum{});
-    case BinaryOp::Minimum: return f(math::Minimum{});
-    case BinaryOp::Pow: return f(math::Pow{});
-    case BinaryOp::Eq: return f(math::Eq{});
-    case BinaryOp::Ne: return f(math::Ne{});
-    case BinaryOp::Lt: return f(math::Lt{});
-    case BinaryOp::Le: return f(math::Le{});
-    case BinaryOp::Gt: return f(math::Gt{});
-    case BinaryOp::Ge: return f(math::Ge{});
+    case BinaryOp::Add:
+      return f(math::Add{});
+    case BinaryOp::Sub:
+      return f(math::Sub{});
+    case BinaryOp::Mul:
+      return f(math::Mul{});
+    case BinaryOp::Div:
+      return f(math::Div{});
+    case BinaryOp::Maximum:
+      return f(math::Maximum{});
+    case BinaryOp::Minimum:
+      return f(math::Minimum{});
+    case BinaryOp::Pow:
+      return f(math::Pow{});
+    case BinaryOp::Eq:
+      return f(math::Eq{});
+    case BinaryOp::Ne:
+      return f(math::Ne{});
+    case BinaryOp::Lt:
+      return f(math::Lt{});
+    case BinaryOp::Le:
+      return f(math::Le{});
+    case BinaryOp::Gt:
+      return f(math::Gt{});
+    case BinaryOp::Ge:
+      return f(math::Ge{});
   }
   DDP_FAIL("unknown binary op ", static_cast<int>(op));
 }

@@ -197,8 +197,8 @@ Tensor mean(const Tensor& x) {
 Tensor mean(const Tensor& x, std::int64_t dim, bool keepdim) {
   DDP_CHECK(x.dtype() == DType::Float32, "mean expects a float32 tensor, got ", x.describe());
   const std::int64_t n = x.dim() == 0 ? 1 : x.size(dim);
-  return div(sum(x, dim, keepdim), n > 0 ? static_cast<double>(n)
-                                         : std::numeric_limits<double>::quiet_NaN());
+  return div(sum(x, dim, keepdim),
+             n > 0 ? static_cast<double>(n) : std::numeric_limits<double>::quiet_NaN());
 }
 
 Tensor sum_to(const Tensor& x, const Shape& shape) {
@@ -209,7 +209,8 @@ Tensor sum_to(const Tensor& x, const Shape& shape) {
   const std::size_t lead = x.shape().size() - shape.size();
   for (std::size_t i = 0; i < lead; ++i) result = sum(result, 0, false);  // new leading dims
   for (std::size_t d = 0; d < shape.size(); ++d) {  // dims that were size 1 and repeated
-    if (shape[d] == 1 && result.shape()[d] != 1) result = sum(result, static_cast<std::int64_t>(d), true);
+    if (shape[d] == 1 && result.shape()[d] != 1)
+      result = sum(result, static_cast<std::int64_t>(d), true);
   }
   return result.reshape(shape);
 }
@@ -239,15 +240,15 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
             "matmul expects 2-D or 3-D (batched) tensors, got ", a.describe(), " and ",
             b.describe());
   const std::int64_t k = a.size(-1);
-  DDP_CHECK(b.size(-2) == k, "matmul: shapes ", shape_str(a.shape()), " and ",
-            shape_str(b.shape()), " do not fit: a has ", k, " columns but b has ", b.size(-2),
-            " rows");
+  DDP_CHECK(b.size(-2) == k, "matmul: shapes ", shape_str(a.shape()), " and ", shape_str(b.shape()),
+            " do not fit: a has ", k, " columns but b has ", b.size(-2), " rows");
   // Lift both to (batch, rows, cols); a 2-D operand is shared by the whole batch.
   Tensor a3 = a.dim() == 2 ? a.unsqueeze(0) : a;
   Tensor b3 = b.dim() == 2 ? b.unsqueeze(0) : b;
   const std::int64_t batch_a = a3.shape()[0], batch_b = b3.shape()[0];
   DDP_CHECK(batch_a == batch_b || batch_a == 1 || batch_b == 1, "matmul: batch sizes ", batch_a,
-            " and ", batch_b, " differ (", shape_str(a.shape()), " and ", shape_str(b.shape()), ")");
+            " and ", batch_b, " differ (", shape_str(a.shape()), " and ", shape_str(b.shape()),
+            ")");
   const std::int64_t batch = std::max(batch_a, batch_b);
   const std::int64_t m = a3.shape()[1], n = b3.shape()[2];
   a3 = as_blas_layout(a3).expand({batch, m, k});

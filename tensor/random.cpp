@@ -15,8 +15,7 @@ namespace ddp {
 namespace {
 
 Tensor& draw(Tensor& t, RandomSpec::Kind kind, float a, float b, Generator& gen) {
-  DDP_CHECK(t.dtype() == DType::Float32, "random numbers fill float32 tensors, got ",
-            t.describe());
+  DDP_CHECK(t.dtype() == DType::Float32, "random numbers fill float32 tensors, got ", t.describe());
   const std::uint64_t count = static_cast<std::uint64_t>(t.numel());
   const RandomSpec spec{kind, gen.seed(), gen.take(count), a, b};
   if (count == 0) return t;
@@ -68,7 +67,8 @@ Tensor randperm(std::int64_t n, Generator& gen) {
   // Fisher-Yates: position i swaps with a uniformly chosen j in [0, i]. A 64-bit random
   // value keeps the modulo bias below 2^-32 for any n that fits in memory.
   for (std::int64_t i = n - 1; i > 0; --i) {
-    const philox::Uint4 w = philox::random_words(gen.seed(), offset + static_cast<std::uint64_t>(i));
+    const philox::Uint4 w =
+        philox::random_words(gen.seed(), offset + static_cast<std::uint64_t>(i));
     const std::uint64_t r = (static_cast<std::uint64_t>(w.y) << 32) | w.x;
     const auto j = static_cast<std::int64_t>(r % static_cast<std::uint64_t>(i + 1));
     std::swap(perm[i], perm[j]);

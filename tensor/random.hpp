@@ -36,10 +36,12 @@ class Generator {
 };
 
 // Uniform on [low, high).
-Tensor uniform(const Shape& shape, float low, float high, Generator& gen, Device device = Device::cpu());
+Tensor uniform(const Shape& shape, float low, float high, Generator& gen,
+               Device device = Device::cpu());
 Tensor rand(const Shape& shape, Generator& gen, Device device = Device::cpu());  // [0, 1)
 // Normal with the given mean and standard deviation.
-Tensor normal(const Shape& shape, float mean, float std, Generator& gen, Device device = Device::cpu());
+Tensor normal(const Shape& shape, float mean, float std, Generator& gen,
+              Device device = Device::cpu());
 Tensor randn(const Shape& shape, Generator& gen, Device device = Device::cpu());
 // In place, for initialising parameters; `t` must be float32. A non-contiguous view is
 // filled in row-major order of its elements.

@@ -33,7 +33,9 @@ Tensor::Tensor(std::shared_ptr<Storage> storage, Shape shape, Shape strides, std
   }
 }
 
-std::int64_t Tensor::size(std::int64_t dim) const { return shape_[normalize_dim(dim, this->dim())]; }
+std::int64_t Tensor::size(std::int64_t dim) const {
+  return shape_[normalize_dim(dim, this->dim())];
+}
 
 std::int64_t Tensor::stride(std::int64_t dim) const {
   return strides_[normalize_dim(dim, this->dim())];
@@ -61,7 +63,8 @@ std::string Tensor::describe() const {
 
 void* Tensor::raw_data() const {
   DDP_CHECK(defined(), "raw_data() of an undefined tensor");
-  return static_cast<char*>(storage_->data()) + offset_ * static_cast<std::int64_t>(element_size(dtype_));
+  return static_cast<char*>(storage_->data()) +
+         offset_ * static_cast<std::int64_t>(element_size(dtype_));
 }
 
 // ==== Views ==========================================================================
@@ -119,8 +122,8 @@ Shape infer_size(Shape shape, std::int64_t total, const Shape& from) {
               " elements) as ", shape_str(shape));
     shape[infer_at] = total / known;
   }
-  DDP_CHECK(numel(shape) == total, "cannot view ", shape_str(from), " (", total,
-            " elements) as ", shape_str(shape), " (", numel(shape), " elements)");
+  DDP_CHECK(numel(shape) == total, "cannot view ", shape_str(from), " (", total, " elements) as ",
+            shape_str(shape), " (", numel(shape), " elements)");
   return shape;
 }
 
@@ -129,8 +132,8 @@ Shape infer_size(Shape shape, std::int64_t total, const Shape& from) {
 Tensor Tensor::view(Shape shape) const {
   shape = infer_size(std::move(shape), numel(), shape_);
   std::optional<Shape> strides = view_strides(shape_, strides_, shape);
-  DDP_CHECK(strides.has_value(), "view ", shape_str(shape), " is not possible for a ",
-            describe(), " tensor with strides ", shape_str(strides_),
+  DDP_CHECK(strides.has_value(), "view ", shape_str(shape), " is not possible for a ", describe(),
+            " tensor with strides ", shape_str(strides_),
             "\nhint: the elements are not laid out in a compatible order; use reshape(), "
             "which copies, or contiguous() first");
   return Tensor(storage_, std::move(shape), std::move(*strides), offset_, dtype_);
@@ -265,8 +268,8 @@ Tensor Tensor::flatten(std::int64_t start_dim, std::int64_t end_dim) const {
 }
 
 Tensor Tensor::as_strided(Shape shape, Shape strides, std::int64_t offset) const {
-  DDP_CHECK(shape.size() == strides.size(), "as_strided: shape ", shape_str(shape),
-            " and strides ", shape_str(strides), " have different lengths");
+  DDP_CHECK(shape.size() == strides.size(), "as_strided: shape ", shape_str(shape), " and strides ",
+            shape_str(strides), " have different lengths");
   // The furthest element the view can reach must lie inside the storage.
   std::int64_t last = offset;
   for (std::size_t d = 0; d < shape.size(); ++d) {

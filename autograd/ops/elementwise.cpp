@@ -53,7 +53,8 @@ struct DivBackward final : Node {
   std::vector<Tensor> backward(const Tensor& g) override {
     Tensor ga, gb;
     if (needs_input_grad(0)) ga = sum_to(ddp::div(g, b), a.shape());
-    if (needs_input_grad(1)) gb = sum_to(ddp::neg(ddp::div(ddp::mul(g, a), ddp::square(b))), b.shape());
+    if (needs_input_grad(1))
+      gb = sum_to(ddp::neg(ddp::div(ddp::mul(g, a), ddp::square(b))), b.shape());
     return {ga, gb};
   }
   const char* name() const override { return "DivBackward"; }
@@ -126,7 +127,8 @@ Variable mul(const Variable& a, double scalar) {
 }
 
 Variable add(const Variable& a, double scalar) {
-  return make_result(ddp::add(a.data(), scalar), {a}, [] { return std::make_shared<ScaleBackward>(); });
+  return make_result(ddp::add(a.data(), scalar), {a},
+                     [] { return std::make_shared<ScaleBackward>(); });
 }
 
 Variable neg(const Variable& x) { return mul(x, -1.0); }

@@ -41,10 +41,12 @@ class CpuBackend final : public Backend {
   }
 
   void copy_from_host(const void* host, const Tensor& dst) override {
-    std::memcpy(dst.raw_data(), host, static_cast<std::size_t>(dst.numel()) * element_size(dst.dtype()));
+    std::memcpy(dst.raw_data(), host,
+                static_cast<std::size_t>(dst.numel()) * element_size(dst.dtype()));
   }
   void copy_to_host(const Tensor& src, void* host) override {
-    std::memcpy(host, src.raw_data(), static_cast<std::size_t>(src.numel()) * element_size(src.dtype()));
+    std::memcpy(host, src.raw_data(),
+                static_cast<std::size_t>(src.numel()) * element_size(src.dtype()));
   }
   void synchronize() override {}  // CPU kernels finish before they return
 
@@ -60,8 +62,8 @@ class CpuBackend final : public Backend {
   void binary_scalar(BinaryOp op, const Tensor& a, double scalar, const Tensor& out) override {
     cpu::binary_scalar(op, a, scalar, out);
   }
-  void reduce(ReduceOp op, const Tensor& x, std::int64_t outer, std::int64_t n,
-              std::int64_t inner, const Tensor& out) override {
+  void reduce(ReduceOp op, const Tensor& x, std::int64_t outer, std::int64_t n, std::int64_t inner,
+              const Tensor& out) override {
     cpu::reduce(op, x, outer, n, inner, out);
   }
   void matmul(const Tensor& a, const Tensor& b, const Tensor& out) override {

@@ -80,7 +80,8 @@ void arange(const Tensor& out, double start, double step) {
     using T = decltype(zero);
     T* p = out.data<T>();
     const std::int64_t n = out.numel();
-    for (std::int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(start + static_cast<double>(i) * step);
+    for (std::int64_t i = 0; i < n; ++i)
+      p[i] = static_cast<T>(start + static_cast<double>(i) * step);
   });
 }
 

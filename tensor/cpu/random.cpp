@@ -13,7 +13,8 @@ void random(const RandomSpec& spec, const Tensor& out) {
   const bool normal = spec.kind == RandomSpec::Kind::Normal;
 #pragma omp parallel for schedule(static) if (n >= kParallelGrain)
   for (std::int64_t i = 0; i < n; ++i) {
-    const philox::Uint4 w = philox::random_words(spec.seed, spec.offset + static_cast<std::uint64_t>(i));
+    const philox::Uint4 w =
+        philox::random_words(spec.seed, spec.offset + static_cast<std::uint64_t>(i));
     p[i] = normal ? spec.a + spec.b * philox::standard_normal(w.x, w.y)
                   : spec.a + (spec.b - spec.a) * philox::uniform01(w.x);
   }

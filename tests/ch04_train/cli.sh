@@ -32,5 +32,6 @@ grep -q -- "--no-such-flag" unknown.err || fail "unexpected message: $(cat unkno
 "$bin" --data /nonexistent/mnist --device cpu --epochs 1 >missing.out 2>missing.err
 rc=$?
 [ "$rc" -eq 1 ] || fail "a missing data folder exited $rc, expected 1"
-grep -q "/nonexistent/mnist" missing.err || fail "the error does not name the folder: $(cat missing.err)"
+grep -q "/nonexistent/mnist" missing.err ||
+  fail "the error does not name the folder: $(cat missing.err)"
 echo "ok: --help, bad flag, unknown flag, missing data folder"

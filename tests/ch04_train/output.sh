@@ -7,19 +7,21 @@ set -u
 bin=$1 data=$2 work=$3
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
 . "$(dirname "$0")/common.sh"
+small_mnist "$data" mnist && data=$PWD/mnist
 
-train run.log --epochs 2 --batch-size 2000 --metrics run.csv
+train run.log --epochs 2 --batch-size 64 --metrics run.csv
 cat run.log
 ! grep -q $'\r' run.log || fail "carriage returns in a log"
-grep -q '^ddp-train: device cpu, batch 2000, lr 0.1, momentum 0.9, weight decay 0.0005, seed 3$' \
+grep -q '^ddp-train: device cpu, batch 64, lr 0.1, momentum 0.9, weight decay 0.0005, seed 3$' \
   run.log || fail "no header line with the recipe"
 grep -q '^epoch 1/2 step 4/4 loss [0-9.]* [0-9]* img/s$' run.log || fail "no plain progress line"
 [ -n "$(summary run.log 1)" ] && [ -n "$(summary run.log 2)" ] || fail "missing epoch summaries"
 [ "$(tail -n 1 run.log | cut -c1-6)" = "final:" ] || fail "final: is not the last line"
-grep -q '^final: test accuracy [0-9.]*% ([0-9]*/2000 after epoch 2), wall time [0-9.]* s$' \
+grep -q '^final: test accuracy [0-9.]*% ([0-9]*/100 after epoch 2), wall time [0-9.]* s$' \
   run.log || fail "final: line malformed: $(grep final: run.log)"
 
-[ "$(head -n 1 run.csv)" = "epoch,train_loss,test_loss,test_accuracy,images_per_second,train_seconds" ] ||
+header=epoch,train_loss,test_loss,test_accuracy,images_per_second,train_seconds
+[ "$(head -n 1 run.csv)" = "$header" ] ||
   fail "metrics header: $(head -n 1 run.csv)"
 [ "$(wc -l <run.csv)" -eq 3 ] || fail "metrics has $(wc -l <run.csv) lines, expected 1 + 2 epochs"
 for epoch in 1 2; do

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Chapter 04, --save / --resume: a run stopped by --max-steps and resumed from its
 # checkpoint ends with the same losses, accuracy and checkpoint bytes (weights, momentum
-# buffers, counters) as the run that was never stopped. With --batch-size 1000 an epoch of
-# the 8,000 bundled digits is 8 steps; the full run is 2 epochs = 16 steps, and it is cut
+# buffers, counters) as the run that was never stopped. An epoch of the 256 digits of
+# small_mnist is 8 steps of 32; the full run is 2 epochs = 16 steps, and it is cut
 # at step 5 (mid-epoch 1, the resumed run crosses the epoch boundary), at step 8 (exactly
 # at the boundary) and at step 11 (mid-epoch 2).
 #   resume.sh <ddp-train> <data folder> <scratch folder>
@@ -10,23 +10,28 @@ set -u
 bin=$1 data=$2 work=$3
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
 . "$(dirname "$0")/common.sh"
+small_mnist "$data" mnist && data=$PWD/mnist
 
-flags=(--epochs 2 --batch-size 1000)
+flags=(--epochs 2)
 train full.log "${flags[@]}" --save full.ckpt --metrics full.csv
 want=$(summary full.log 2)
 [ -n "$want" ] || { cat full.log; fail "no 'epoch 2/2:' summary"; }
 echo "uninterrupted: $want"
 
 for cut in 5 8 11; do
-  train "stop$cut.log" "${flags[@]}" --max-steps "$cut" --save "cut$cut.ckpt" --metrics "cut$cut.csv"
+  train "stop$cut.log" "${flags[@]}" --max-steps "$cut" --save "cut$cut.ckpt" \
+    --metrics "cut$cut.csv"
   train "resume$cut.log" "${flags[@]}" --resume "cut$cut.ckpt" --save "cut$cut.ckpt" \
     --metrics "cut$cut.csv"
-  grep -q "^resumed from cut$cut.ckpt: epoch $((cut / 8 + 1)), step $((cut % 8)) of it ($cut steps in all)$" \
+  where="epoch $((cut / 8 + 1)), step $((cut % 8)) of it ($cut steps in all)"
+  grep -q "^resumed from cut$cut.ckpt: $where$" \
     "resume$cut.log" || { cat "resume$cut.log"; fail "no 'resumed from' line for the cut at $cut"; }
   got=$(summary "resume$cut.log" 2)
   echo "cut at step $cut: $got"
-  [ "$got" = "$want" ] || { cat "stop$cut.log" "resume$cut.log"; fail "resumed at step $cut: '$got' != '$want'"; }
-  [ "$(final_line "resume$cut.log")" = "$(final_line full.log)" ] || fail "final: lines differ (cut $cut)"
+  [ "$got" = "$want" ] ||
+    { cat "stop$cut.log" "resume$cut.log"; fail "resumed at step $cut: '$got' != '$want'"; }
+  [ "$(final_line "resume$cut.log")" = "$(final_line full.log)" ] ||
+    fail "final: lines differ (cut $cut)"
   # Only whole epochs get a metrics row, and the stopped and resumed runs share the file.
   cmp <(cut -d, -f1-4 full.csv) <(cut -d, -f1-4 "cut$cut.csv") ||
     fail "metrics differ (cut $cut): $(cat "cut$cut.csv")"

@@ -15,9 +15,8 @@ using ddp::train::parse_options;
 using ddp::train::TrainOptions;
 
 // parse_options over {"ddp-train", args...}, as main() would see them.
-TrainOptions parse(std::vector<std::string> args) {
-  args.insert(args.begin(), "ddp-train");
-  std::vector<const char*> argv;
+TrainOptions parse(const std::vector<std::string>& args) {
+  std::vector<const char*> argv{"ddp-train"};
   for (const auto& a : args) argv.push_back(a.c_str());
   return parse_options(static_cast<int>(argv.size()), argv.data());
 }
@@ -113,7 +112,8 @@ TEST_CASE("ddp-train rejects bad values, naming the flag and the text", "[ch04][
 
 TEST_CASE("ddp-train rejects unknown flags, stray words and a missing value",
           "[ch04][train]") {
-  CHECK_THAT(error_of({"--learning-rate", "0.1"}), Catch::Contains("unknown flag '--learning-rate'"));
+  CHECK_THAT(error_of({"--learning-rate", "0.1"}),
+             Catch::Contains("unknown flag '--learning-rate'"));
   CHECK_THAT(error_of({"--epoch", "2"}), Catch::Contains("'--epoch'"));
   CHECK_THAT(error_of({"train.csv"}), Catch::Contains("unexpected argument 'train.csv'"));
   CHECK_THAT(error_of({"-e", "2"}), Catch::Contains("'-e'"));

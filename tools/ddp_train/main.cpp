@@ -30,16 +30,16 @@ int main(int argc, char** argv) {
   try {
     const auto start = std::chrono::steady_clock::now();
     Trainer trainer(options);
-    std::printf("ddp-train: device %s, batch %lld, lr %g, momentum %g, weight decay %g, seed %llu\n",
-                trainer.device().str().c_str(), static_cast<long long>(options.batch_size),
-                options.lr, options.momentum, options.weight_decay,
-                static_cast<unsigned long long>(options.seed));
+    std::printf(
+        "ddp-train: device %s, batch %lld, lr %g, momentum %g, weight decay %g, seed %llu\n",
+        trainer.device().str().c_str(), static_cast<long long>(options.batch_size), options.lr,
+        options.momentum, options.weight_decay, static_cast<unsigned long long>(options.seed));
     const EpochResult last = trainer.run();
-    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double wall =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     std::printf("final: test accuracy %.2f%% (%lld/%lld after epoch %lld), wall time %.1f s\n",
                 last.test_accuracy, static_cast<long long>(last.test_correct),
-                static_cast<long long>(last.test_total), static_cast<long long>(last.epoch),
-                wall);
+                static_cast<long long>(last.test_total), static_cast<long long>(last.epoch), wall);
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ddp-train: error: %s\n", e.what());

@@ -11,22 +11,25 @@ namespace ddp::train {
 bool stdout_is_terminal() { return isatty(STDOUT_FILENO) == 1; }
 
 Progress::Progress(std::int64_t epoch, std::int64_t epochs, std::int64_t steps, bool terminal)
-    : epoch_(epoch), epochs_(epochs), steps_(steps), terminal_(terminal),
+    : epoch_(epoch),
+      epochs_(epochs),
+      steps_(steps),
+      terminal_(terminal),
       next_plain_report_(std::max<std::int64_t>(1, steps / 5)) {}
 
 void Progress::update(std::int64_t step, std::int64_t images, double running_loss) {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   const double rate = seconds > 0 ? static_cast<double>(images) / seconds : 0.0;
-  const double eta = step > 0 ? seconds / static_cast<double>(step) * static_cast<double>(steps_ - step) : 0.0;
+  const double eta =
+      step > 0 ? seconds / static_cast<double>(step) * static_cast<double>(steps_ - step) : 0.0;
   if (terminal_) {
     constexpr int kWidth = 30;
     const int filled = steps_ > 0 ? static_cast<int>(kWidth * step / steps_) : kWidth;
     std::printf("\repoch %lld/%lld [%.*s%*s] %lld/%lld  %.0f img/s  ETA %.0fs  loss %.4f ",
                 static_cast<long long>(epoch_), static_cast<long long>(epochs_), filled,
-                "##############################", kWidth - filled, "",
-                static_cast<long long>(step), static_cast<long long>(steps_), rate, eta,
-                running_loss);
+                "##############################", kWidth - filled, "", static_cast<long long>(step),
+                static_cast<long long>(steps_), rate, eta, running_loss);
     std::fflush(stdout);
   } else if (step >= next_plain_report_ || step == steps_) {
     std::printf("epoch %lld/%lld step %lld/%lld loss %.4f %.0f img/s\n",
