@@ -23,17 +23,20 @@
 
 #include <unistd.h>
 
+#include "bench/bench_args.hpp"
 #include "bench/anchor_json.hpp"
 #include "bench/timing.hpp"
 #include "tensor/error.hpp"
 #include "tensor/threads.hpp"
 #include "tools/ddp_train/trainer.hpp"
 
+using ddp::bench::parse_int;
+using ddp::bench::parse_int_list;
+
 namespace {
 
 using ddp::bench::Timing;
 
-constexpr long kMaxValue = 1 << 20;   // bound on every integer flag
 constexpr double kTargetRatio = 1.0;  // ours / PyTorch, median epoch time
 
 struct Options {
@@ -41,14 +44,6 @@ struct Options {
   int threads = 2;
   std::string anchors = DDP_SOURCE_DIR "/../shared/anchors";
 };
-
-int parse_int(std::string_view flag, const std::string& text, int min) {
-  char* end = nullptr;
-  const long value = std::strtol(text.c_str(), &end, 10);
-  const bool valid = end != text.c_str() && *end == '\0' && value >= min && value <= kMaxValue;
-  DDP_CHECK(valid, flag, " ", text, ": expected an integer from ", min, " to ", kMaxValue);
-  return static_cast<int>(value);
-}
 
 Options parse_options(int argc, char** argv) {
   Options o;

@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "bench/bench_args.hpp"
 #include "bench/anchor_json.hpp"
 #include "bench/gemm_gpu.hpp"
 #include "bench/timing.hpp"
@@ -28,6 +29,9 @@
 #include "tensor/tensor.hpp"
 #include "tensor/threads.hpp"
 
+using ddp::bench::parse_int;
+using ddp::bench::parse_int_list;
+
 namespace {
 
 using ddp::bench::AnchorRow;
@@ -36,7 +40,6 @@ using ddp::bench::Timing;
 using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
 constexpr double kTargetRatio = 0.9;  // ours / Eigen, at the median
-constexpr long kMaxValue = 1 << 20;   // bound on every integer flag
 
 // ---- Options ---------------------------------------------------------------------------
 
@@ -49,26 +52,6 @@ struct Options {
   // The repository's sibling shared/anchors, found from the source tree.
   std::string anchors = DDP_SOURCE_DIR "/../shared/anchors";
 };
-
-int parse_int(std::string_view flag, const std::string& text, int min) {
-  char* end = nullptr;
-  const long value = std::strtol(text.c_str(), &end, 10);
-  const bool valid = end != text.c_str() && *end == '\0' && value >= min && value <= kMaxValue;
-  DDP_CHECK(valid, flag, " ", text, ": expected an integer from ", min, " to ", kMaxValue);
-  return static_cast<int>(value);
-}
-
-// "1024,2048" -> {1024, 2048}
-std::vector<int> parse_sizes(std::string_view flag, const std::string& text) {
-  std::vector<int> sizes;
-  std::size_t start = 0;
-  while (start <= text.size()) {
-    const std::size_t comma = std::min(text.find(',', start), text.size());
-    sizes.push_back(parse_int(flag, text.substr(start, comma - start), 1));
-    start = comma + 1;
-  }
-  return sizes;
-}
 
 Options parse_options(int argc, char** argv) {
   Options options;
@@ -91,9 +74,9 @@ Options parse_options(int argc, char** argv) {
     } else if (flag == "--anchors") {
       options.anchors = value;
     } else if (flag == "--sizes") {
-      options.sizes = parse_sizes(flag, value);
+      options.sizes = parse_int_list(flag, value);
     } else if (flag == "--gpu-sizes") {
-      options.gpu_sizes = parse_sizes(flag, value);
+      options.gpu_sizes = parse_int_list(flag, value);
     } else {
       DDP_FAIL("unknown option ", flag, "\nhint: bench_gemm --help");
     }

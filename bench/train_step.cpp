@@ -22,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include "bench/bench_args.hpp"
 #include "autograd/functions.hpp"
 #include "autograd/variable.hpp"
 #include "bench/anchor_json.hpp"
@@ -34,13 +35,15 @@
 #include "tensor/tensor.hpp"
 #include "tensor/threads.hpp"
 
+using ddp::bench::parse_int;
+using ddp::bench::parse_int_list;
+
 namespace {
 
 using ddp::Tensor;
 using ddp::Variable;
 using ddp::bench::Timing;
 
-constexpr long kMaxValue = 1 << 20;  // bound on every integer flag
 constexpr double kTargetRatio = 1.0;  // ours / PyTorch, median step time
 
 // ---- Options ---------------------------------------------------------------------------
@@ -54,26 +57,6 @@ struct Options {
   int breakdown_threads = 2;
   std::string anchors = DDP_SOURCE_DIR "/../shared/anchors";
 };
-
-int parse_int(std::string_view flag, const std::string& text, int min) {
-  char* end = nullptr;
-  const long value = std::strtol(text.c_str(), &end, 10);
-  const bool valid = end != text.c_str() && *end == '\0' && value >= min && value <= kMaxValue;
-  DDP_CHECK(valid, flag, " ", text, ": expected an integer from ", min, " to ", kMaxValue);
-  return static_cast<int>(value);
-}
-
-// "64,128" -> {64, 128}
-std::vector<int> parse_list(std::string_view flag, const std::string& text) {
-  std::vector<int> values;
-  std::size_t start = 0;
-  while (start <= text.size()) {
-    const std::size_t comma = std::min(text.find(',', start), text.size());
-    values.push_back(parse_int(flag, text.substr(start, comma - start), 1));
-    start = comma + 1;
-  }
-  return values;
-}
 
 Options parse_options(int argc, char** argv) {
   Options o;
@@ -93,9 +76,9 @@ Options parse_options(int argc, char** argv) {
     } else if (flag == "--warmup") {
       o.warmup = parse_int(flag, value, 0);
     } else if (flag == "--batches") {
-      o.batches = parse_list(flag, value);
+      o.batches = parse_int_list(flag, value);
     } else if (flag == "--threads") {
-      o.threads = parse_list(flag, value);
+      o.threads = parse_int_list(flag, value);
     } else if (flag == "--breakdown-batch") {
       o.breakdown_batch = parse_int(flag, value, 0);
     } else if (flag == "--breakdown-threads") {

@@ -1,0 +1,39 @@
+// Integer flags shared by the benchmark programs: `--reps 10`, `--sizes 1024,2048`.
+// Each benchmark parses its own flag names; only the number parsing lives here.
+#pragma once
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tensor/error.hpp"
+
+namespace ddp::bench {
+
+inline constexpr long kMaxFlagValue = 1 << 20;  // bound on every integer flag
+
+// "--reps", "10" -> 10; throws ddp::Error naming the flag unless min <= value <= bound.
+inline int parse_int(std::string_view flag, const std::string& text, int min) {
+  char* end = nullptr;
+  const long value = std::strtol(text.c_str(), &end, 10);
+  const bool valid =
+      end != text.c_str() && *end == '\0' && value >= min && value <= kMaxFlagValue;
+  DDP_CHECK(valid, flag, " ", text, ": expected an integer from ", min, " to ", kMaxFlagValue);
+  return static_cast<int>(value);
+}
+
+// "64,128" -> {64, 128}, each value >= 1.
+inline std::vector<int> parse_int_list(std::string_view flag, const std::string& text) {
+  std::vector<int> values;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t comma = std::min(text.find(',', start), text.size());
+    values.push_back(parse_int(flag, text.substr(start, comma - start), 1));
+    start = comma + 1;
+  }
+  return values;
+}
+
+}  // namespace ddp::bench
