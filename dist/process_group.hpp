@@ -1,0 +1,59 @@
+// ddp::ProcessGroup, the collectives every backend offers. Chapter 05 introduces it.
+//
+// A process group is `size()` processes, each knowing its `rank()`, that call the same
+// collectives in the same order. Every collective returns a Work at once; the data in
+// the tensors may only be read after Work::wait(). Backends: tcp (from scratch, a ring;
+// dist/process_group_tcp.hpp), mpi (Open MPI; dist/process_group_mpi.hpp) and nccl
+// (GPUs; dist/process_group_nccl.hpp). Which one is made, and how the ranks meet, is
+// dist/init.hpp's job. A group does not know about autograd or models (chapter 06/07).
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "dist/work.hpp"
+#include "tensor/tensor.hpp"
+
+namespace ddp {
+
+enum class ReduceOp { Sum, Avg, Max, Min };
+const char* to_string(ReduceOp op);
+
+class ProcessGroup {
+ public:
+  ProcessGroup(int rank, int size) : rank_(rank), size_(size) {}
+  virtual ~ProcessGroup() = default;
+  ProcessGroup(const ProcessGroup&) = delete;
+  ProcessGroup& operator=(const ProcessGroup&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  virtual std::string backend_name() const = 0;  // "tcp", "mpi", "nccl"
+
+  // Every rank passes a tensor of the same shape and dtype (float32 or int64,
+  // contiguous). Afterwards each holds the element-wise reduction over all ranks.
+  // Avg on int64 divides with truncation toward zero.
+  virtual std::shared_ptr<Work> all_reduce(Tensor& tensor, ReduceOp op = ReduceOp::Sum) = 0;
+
+  // Afterwards every rank's tensor holds `root`'s.
+  virtual std::shared_ptr<Work> broadcast(Tensor& tensor, int root) = 0;
+
+  // input: (n) on every rank -> output: (size() * n), rank r's input at [r*n, (r+1)*n).
+  // (Shapes are checked by element count; output may have any shape of that count.)
+  virtual std::shared_ptr<Work> all_gather(Tensor& output, const Tensor& input) = 0;
+
+  // input: (size() * n) on every rank -> output: (n) holding, on rank r, the reduction
+  // over all ranks of their input[r*n, (r+1)*n).
+  virtual std::shared_ptr<Work> reduce_scatter(Tensor& output, const Tensor& input,
+                                               ReduceOp op = ReduceOp::Sum) = 0;
+
+  // Completes once every rank has entered it.
+  virtual std::shared_ptr<Work> barrier() = 0;
+
+ private:
+  int rank_;
+  int size_;
+};
+
+}  // namespace ddp

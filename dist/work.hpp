@@ -1,0 +1,61 @@
+// ddp::Work, the handle an asynchronous collective returns. Chapter 05 introduces it.
+//
+// A collective is queued and its Work returned at once; wait() blocks until it has
+// finished (or throws: the collective failed, or the timeout expired first). This file
+// holds the interface and FutureWork, the implementation for backends whose collectives
+// finish on a host thread (tcp, mpi): that thread calls finish() or fail(). The NCCL
+// backend has its own Work that polls a CUDA event and the communicator's async error.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <exception>
+#include <mutex>
+#include <string>
+
+namespace ddp {
+
+class Work {
+ public:
+  static constexpr std::chrono::milliseconds kDefaultTimeout{std::chrono::seconds(300)};
+
+  virtual ~Work() = default;
+  Work() = default;
+  Work(const Work&) = delete;
+  Work& operator=(const Work&) = delete;
+
+  // True once the collective has finished, successfully or not. Never blocks.
+  virtual bool is_completed() = 0;
+
+  // Blocks until the collective has finished. Throws ddp::Error when it failed (the
+  // message of the failure) or when `timeout` expires first (naming the collective).
+  virtual void wait(std::chrono::milliseconds timeout = kDefaultTimeout) = 0;
+
+  // The failure, once completed; nullptr when it succeeded or is still running.
+  virtual std::exception_ptr exception() = 0;
+};
+
+// A Work completed by another thread: the backend's communication thread calls
+// finish() or fail(ex) exactly once.
+class FutureWork final : public Work {
+ public:
+  explicit FutureWork(std::string description) : description_(std::move(description)) {}
+
+  bool is_completed() override;
+  void wait(std::chrono::milliseconds timeout = kDefaultTimeout) override;
+  std::exception_ptr exception() override;
+
+  void finish();
+  void fail(std::exception_ptr error);
+
+  const std::string& description() const { return description_; }
+
+ private:
+  std::string description_;  // "all_reduce of 1048576 float32 (sum)", for messages
+  std::mutex mutex_;
+  std::condition_variable done_cv_;
+  bool done_ = false;
+  std::exception_ptr error_;
+};
+
+}  // namespace ddp
