@@ -1,17 +1,24 @@
 // ddp::LaunchEnv: who am I? Rank, world size, local rank and the master's address,
 // read from whichever launcher started this process. Chapter 05 introduces it.
 //
-// Order of precedence (the first launcher whose variables are present wins):
+// Order of precedence: the first launcher whose variables are present wins. Launchers nest
+// (mpirun inside a SLURM job, torchrun under srun), and the innermost one, the one that
+// started this very process, is the one that knows its rank, so it comes first:
 //   1. torchrun style / ddprun: RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE
-//                               MASTER_ADDR MASTER_PORT
-//   2. SLURM (srun):            SLURM_PROCID SLURM_NTASKS SLURM_LOCALID SLURM_NODEID
-//                               SLURM_JOB_NODELIST (hostlist expression) SLURM_JOB_ID
-//   3. Open MPI (mpirun):       OMPI_COMM_WORLD_RANK _SIZE _LOCAL_RANK _LOCAL_SIZE
-//   4. PMI / PMIx:              PMI_RANK PMI_SIZE, PMIX_RANK
-//   5. PBS (qsub):              PBS_NODEFILE, PBS_JOBID (hosts and job id only)
-//   6. nothing: a single process, rank 0 of 1.
-// MASTER_ADDR / MASTER_PORT, when set, override what a launcher implies; otherwise the
-// master is the first host of the job. Nothing here opens a socket.
+//                               GROUP_RANK (or NODE_RANK) MASTER_ADDR MASTER_PORT
+//   2. Open MPI (mpirun):       OMPI_COMM_WORLD_RANK _SIZE _LOCAL_RANK _LOCAL_SIZE
+//   3. PMI (MPICH/Intel mpiexec, Cray): PMI_RANK PMI_SIZE [PMI_LOCAL_RANK PMI_LOCAL_SIZE
+//                               or MPI_LOCALRANKID MPI_LOCALNRANKS]
+//   4. SLURM (srun):            SLURM_PROCID SLURM_NTASKS SLURM_LOCALID SLURM_NODEID
+//                               SLURM_STEP_TASKS_PER_NODE / SLURM_TASKS_PER_NODE ("2(x2)")
+//   5. PMIx alone:              PMIX_RANK, with PMI_SIZE (PMIx keeps the size in its server)
+//   6. PBS (qsub, pbsdsh):      PBS_NODEFILE (one line per slot), PBS_VNODENUM
+//   7. nothing: a single process, rank 0 of 1.
+// The job's hosts and id come from the scheduler, whichever launcher set the rank: SLURM
+// (SLURM_JOB_NODELIST, a hostlist expression; SLURM_JOB_ID), else PBS (PBS_NODEFILE,
+// PBS_JOBID). MASTER_ADDR / MASTER_PORT, when set, override the rest; otherwise the master
+// is the job's first host (else 127.0.0.1) and the port is derived from the job id (see
+// launch_env.cpp), else 29500. Nothing here opens a socket.
 #pragma once
 
 #include <map>
@@ -50,8 +57,10 @@ LaunchEnv discover_launch_env(const Environment& env);
 inline LaunchEnv discover_launch_env() { return discover_launch_env(current_environment()); }
 
 // Expands a SLURM hostlist expression: "node[1-2]" -> {node1, node2};
-// "gnodee[2-5],gnoded1"; "a[01-03,7]b" -> {a01b, a02b, a03b, a7b} (zero padding kept).
-// Throws ddp::Error naming the expression and the position of a syntax error.
+// "gnodee[2-5],gnoded1"; "a[01-03,7]b" -> {a01b, a02b, a03b, a7b} (zero padding kept);
+// several bracket groups give every combination, the leftmost varying slowest. Throws
+// ddp::Error naming the expression and the position of a syntax error (an empty
+// expression is one). dist/hostlist.cpp.
 std::vector<std::string> expand_hostlist(const std::string& expression);
 
 }  // namespace ddp

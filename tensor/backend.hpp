@@ -61,7 +61,7 @@ class Backend {
   virtual void binary_scalar(BinaryOp op, const Tensor& a, double scalar, const Tensor& out) = 0;
   // x: contiguous, read as (outer, n, inner) with the reduced dimension in the middle;
   // out: contiguous (outer, inner). ArgMax writes int64, the others x's dtype. n >= 1.
-  virtual void reduce(ReduceOp op, const Tensor& x, std::int64_t outer, std::int64_t n,
+  virtual void reduce(Reduction op, const Tensor& x, std::int64_t outer, std::int64_t n,
                       std::int64_t inner, const Tensor& out) = 0;
   // a: (B, M, K), b: (B, K, N), out: contiguous (B, M, N); float32. Each matrix of a and
   // b has unit stride in one of its two dimensions (row- or column-major); the batch

@@ -15,7 +15,7 @@ const char* op_name(BinaryOp op) {
   return kNames[static_cast<int>(op)];
 }
 
-const char* op_name(ReduceOp op) {
+const char* op_name(Reduction op) {
   constexpr const char* kNames[] = {"sum", "max", "min", "argmax"};
   return kNames[static_cast<int>(op)];
 }

@@ -39,7 +39,7 @@ enum class BinaryOp : std::uint8_t {
   Ge,  // comparisons: result is float32 1 or 0
 };
 
-enum class ReduceOp : std::uint8_t { Sum, Max, Min, ArgMax };
+enum class Reduction : std::uint8_t { Sum, Max, Min, ArgMax };
 
 constexpr bool is_comparison(BinaryOp op) { return op >= BinaryOp::Eq; }
 // Ops that make sense on int64 tensors (labels, indices, counters).
@@ -47,7 +47,7 @@ constexpr bool supports_int64(BinaryOp op) { return op != BinaryOp::Div && op !=
 
 const char* op_name(UnaryOp op);
 const char* op_name(BinaryOp op);
-const char* op_name(ReduceOp op);
+const char* op_name(Reduction op);
 
 namespace math {
 

@@ -142,7 +142,7 @@ namespace {
 // Reduces dimension `dim` of x. The backend sees x as (outer, n, inner): everything
 // before `dim`, `dim` itself, everything after. (2, 3, 4) over dim 1 is (2, 3, 4) with
 // outer 2, n 3, inner 4; the result is (outer, inner) = (2, 4).
-Tensor reduce(ReduceOp op, const Tensor& x, std::int64_t dim, bool keepdim) {
+Tensor reduce(Reduction op, const Tensor& x, std::int64_t dim, bool keepdim) {
   const std::int64_t d = normalize_dim(dim, x.dim());
   const std::int64_t n = x.dim() == 0 ? 1 : x.shape()[d];
   std::int64_t outer = 1, inner = 1;
@@ -157,9 +157,9 @@ Tensor reduce(ReduceOp op, const Tensor& x, std::int64_t dim, bool keepdim) {
       out_shape.erase(out_shape.begin() + d);
     }
   }
-  const DType out_dtype = op == ReduceOp::ArgMax ? DType::Int64 : x.dtype();
+  const DType out_dtype = op == Reduction::ArgMax ? DType::Int64 : x.dtype();
   if (n == 0) {
-    DDP_CHECK(op == ReduceOp::Sum, op_name(op), " over dimension ", d, " of a ", x.describe(),
+    DDP_CHECK(op == Reduction::Sum, op_name(op), " over dimension ", d, " of a ", x.describe(),
               " tensor: the dimension is empty, so there is no ", op_name(op));
     return zeros(out_shape, {out_dtype, x.device()});
   }
@@ -168,24 +168,24 @@ Tensor reduce(ReduceOp op, const Tensor& x, std::int64_t dim, bool keepdim) {
   return out;
 }
 
-Tensor reduce_all(ReduceOp op, const Tensor& x) { return reduce(op, x.reshape({-1}), 0, false); }
+Tensor reduce_all(Reduction op, const Tensor& x) { return reduce(op, x.reshape({-1}), 0, false); }
 
 }  // namespace
 
-Tensor sum(const Tensor& x) { return reduce_all(ReduceOp::Sum, x); }
+Tensor sum(const Tensor& x) { return reduce_all(Reduction::Sum, x); }
 Tensor sum(const Tensor& x, std::int64_t dim, bool keepdim) {
-  return reduce(ReduceOp::Sum, x, dim, keepdim);
+  return reduce(Reduction::Sum, x, dim, keepdim);
 }
-Tensor max(const Tensor& x) { return reduce_all(ReduceOp::Max, x); }
+Tensor max(const Tensor& x) { return reduce_all(Reduction::Max, x); }
 Tensor max(const Tensor& x, std::int64_t dim, bool keepdim) {
-  return reduce(ReduceOp::Max, x, dim, keepdim);
+  return reduce(Reduction::Max, x, dim, keepdim);
 }
-Tensor min(const Tensor& x) { return reduce_all(ReduceOp::Min, x); }
+Tensor min(const Tensor& x) { return reduce_all(Reduction::Min, x); }
 Tensor min(const Tensor& x, std::int64_t dim, bool keepdim) {
-  return reduce(ReduceOp::Min, x, dim, keepdim);
+  return reduce(Reduction::Min, x, dim, keepdim);
 }
 Tensor argmax(const Tensor& x, std::int64_t dim, bool keepdim) {
-  return reduce(ReduceOp::ArgMax, x, dim, keepdim);
+  return reduce(Reduction::ArgMax, x, dim, keepdim);
 }
 
 Tensor mean(const Tensor& x) {

@@ -62,7 +62,7 @@ class CpuBackend final : public Backend {
   void binary_scalar(BinaryOp op, const Tensor& a, double scalar, const Tensor& out) override {
     cpu::binary_scalar(op, a, scalar, out);
   }
-  void reduce(ReduceOp op, const Tensor& x, std::int64_t outer, std::int64_t n, std::int64_t inner,
+  void reduce(Reduction op, const Tensor& x, std::int64_t outer, std::int64_t n, std::int64_t inner,
               const Tensor& out) override {
     cpu::reduce(op, x, outer, n, inner, out);
   }

@@ -18,7 +18,7 @@ void unary(UnaryOp op, const Tensor& x, const Tensor& out);
 void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out);
 void binary_scalar(BinaryOp op, const Tensor& a, double scalar, const Tensor& out);
 // reduce.cpp
-void reduce(ReduceOp op, const Tensor& x, std::int64_t outer, std::int64_t n,
+void reduce(Reduction op, const Tensor& x, std::int64_t outer, std::int64_t n,
             std::int64_t inner, const Tensor& out);
 // matmul.cpp
 void matmul(const Tensor& a, const Tensor& b, const Tensor& out);

@@ -26,28 +26,28 @@ bool is_nan(T v) {
 }
 
 template <typename T>
-void reduce_loop(ReduceOp op, const T* x, std::int64_t outer, std::int64_t n, std::int64_t inner,
+void reduce_loop(Reduction op, const T* x, std::int64_t outer, std::int64_t n, std::int64_t inner,
                  const Tensor& out) {
   using Acc = std::conditional_t<std::is_floating_point_v<T>, double, std::int64_t>;
   const std::int64_t outputs = outer * inner;
-  T* values = op == ReduceOp::ArgMax ? nullptr : out.data<T>();
-  std::int64_t* indices = op == ReduceOp::ArgMax ? out.data<std::int64_t>() : nullptr;
+  T* values = op == Reduction::ArgMax ? nullptr : out.data<T>();
+  std::int64_t* indices = op == Reduction::ArgMax ? out.data<std::int64_t>() : nullptr;
 #pragma omp parallel for schedule(static) if (outputs * n >= kParallelGrain && outputs > 1)
   for (std::int64_t k = 0; k < outputs; ++k) {
     const std::int64_t o = k / inner, i = k % inner;
     const T* column = x + o * n * inner + i;  // x[o, j, i] = column[j * inner]
     switch (op) {
-      case ReduceOp::Sum: {
+      case Reduction::Sum: {
         Acc acc = 0;
         for (std::int64_t j = 0; j < n; ++j) acc += column[j * inner];
         values[k] = static_cast<T>(acc);
         break;
       }
-      case ReduceOp::Max:
-      case ReduceOp::Min:
-      case ReduceOp::ArgMax: {
+      case Reduction::Max:
+      case Reduction::Min:
+      case Reduction::ArgMax: {
         // NaN wins, as in PyTorch: a NaN anywhere makes the max NaN (and its index).
-        const bool want_max = op != ReduceOp::Min;
+        const bool want_max = op != Reduction::Min;
         T best = column[0];
         std::int64_t best_j = 0;
         for (std::int64_t j = 1; j < n && !is_nan(best); ++j) {
@@ -57,7 +57,7 @@ void reduce_loop(ReduceOp op, const T* x, std::int64_t outer, std::int64_t n, st
             best_j = j;
           }
         }
-        if (op == ReduceOp::ArgMax) {
+        if (op == Reduction::ArgMax) {
           indices[k] = best_j;
         } else {
           values[k] = best;
@@ -70,7 +70,7 @@ void reduce_loop(ReduceOp op, const T* x, std::int64_t outer, std::int64_t n, st
 
 }  // namespace
 
-void reduce(ReduceOp op, const Tensor& x, std::int64_t outer, std::int64_t n, std::int64_t inner,
+void reduce(Reduction op, const Tensor& x, std::int64_t outer, std::int64_t n, std::int64_t inner,
             const Tensor& out) {
   if (x.dtype() == DType::Float32) {
     reduce_loop(op, x.data<float>(), outer, n, inner, out);

@@ -155,7 +155,7 @@ class CudaBackend final : public Backend {
     cuda::DeviceGuard guard(index_);
     cuda::binary_scalar(stream(), op, a, scalar, out);
   }
-  void reduce(ReduceOp op, const Tensor& x, std::int64_t outer, std::int64_t n, std::int64_t inner,
+  void reduce(Reduction op, const Tensor& x, std::int64_t outer, std::int64_t n, std::int64_t inner,
               const Tensor& out) override {
     cuda::DeviceGuard guard(index_);
     cuda::reduce(stream(), op, x, outer, n, inner, out);

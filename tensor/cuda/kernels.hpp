@@ -54,7 +54,7 @@ void binary_scalar(cudaStream_t stream, BinaryOp op, const Tensor& a, double sca
                    const Tensor& out);
 
 // ---- Reductions (reduce.cu) ------------------------------------------------------------
-void reduce(cudaStream_t stream, ReduceOp op, const Tensor& x, std::int64_t outer, std::int64_t n,
+void reduce(cudaStream_t stream, Reduction op, const Tensor& x, std::int64_t outer, std::int64_t n,
             std::int64_t inner, const Tensor& out);
 
 // ---- Matmul (matmul.cu) ----------------------------------------------------------------

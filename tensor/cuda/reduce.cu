@@ -130,7 +130,7 @@ __global__ void reduce_kernel(const T* x, Out* out, std::int64_t outputs, std::i
 
 // ---- Entry point (kernels.hpp) ---------------------------------------------------------
 
-void reduce(cudaStream_t stream, ReduceOp op, const Tensor& x, std::int64_t outer, std::int64_t n,
+void reduce(cudaStream_t stream, Reduction op, const Tensor& x, std::int64_t outer, std::int64_t n,
             std::int64_t inner, const Tensor& out) {
   DDP_CHECK(x.is_contiguous() && out.is_contiguous(),
             "reduce on the GPU expects contiguous tensors, got ", x.describe(), " and ",
@@ -143,17 +143,17 @@ void reduce(cudaStream_t stream, ReduceOp op, const Tensor& x, std::int64_t oute
     using T = decltype(zero);
     const T* px = static_cast<const T*>(x.raw_data());
     switch (op) {
-      case ReduceOp::Sum:
+      case Reduction::Sum:
         reduce_kernel<<<blocks, kReduceThreads, 0, stream>>>(px, static_cast<T*>(out.raw_data()),
                                                              outputs, n, inner, SumRule<T>{});
         break;
-      case ReduceOp::Max:
-      case ReduceOp::Min:
+      case Reduction::Max:
+      case Reduction::Min:
         reduce_kernel<<<blocks, kReduceThreads, 0, stream>>>(px, static_cast<T*>(out.raw_data()),
                                                              outputs, n, inner,
-                                                             ExtremumRule<T>{op == ReduceOp::Max});
+                                                             ExtremumRule<T>{op == Reduction::Max});
         break;
-      case ReduceOp::ArgMax:
+      case Reduction::ArgMax:
         reduce_kernel<<<blocks, kReduceThreads, 0, stream>>>(
             px, static_cast<std::int64_t*>(out.raw_data()), outputs, n, inner,
             ArgMaxRule<T>{{true}});

@@ -1,0 +1,544 @@
+// ProcessGroupMpi, the mpi backend (see dist/process_group_mpi.hpp). Chapter 05.
+//
+// Reading order: the error check, the owner of MPI itself (MpiRuntime) and of our
+// communicator (MpiComm), one queued collective (MpiOp), the group with its five
+// collectives, the communication thread that runs them, teardown. It does not know
+// about launchers: mpirun (or srun) has already told MPI who is who.
+#include "dist/process_group_mpi.hpp"
+
+#include <mpi.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <climits>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "tensor/error.hpp"
+
+// Note [Why a communication thread]
+// MPI's nonblocking collectives only move data while some thread is inside an MPI call:
+// Open MPI has no progress thread of its own for them. If the caller issued
+// MPI_Iallreduce and went back to computing, nothing would travel until it next called
+// MPI_Test: the Work would be asynchronous in name only. So each group has one thread
+// that makes every MPI call between construction and destruction. It takes the queued
+// collectives in the order the caller issued them (MPI requires the same order on every
+// rank), starts them, and polls all of those in flight with MPI_Test, completing each
+// one's FutureWork when it is done. The caller only queues, and waits on a condition
+// variable. One thread making all the calls is what MPI_THREAD_SERIALIZED allows (the
+// constructor's calls happen before the thread starts, the destructor's after it is
+// joined), so that is all we ask for; THREAD_MULTIPLE costs a lock per call in some MPIs.
+
+namespace ddp {
+namespace {
+
+// ---- Errors ------------------------------------------------------------------------
+
+// "rank 1/4 on node07", for messages; MPI's own view, when it is running.
+std::string who_am_i() {
+  char host[256] = "?";
+  gethostname(host, sizeof(host) - 1);
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  int rank = -1, size = 0;
+  if (initialized && !finalized) {
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+  }
+  return detail::concat("rank ", rank, "/", size, " on ", host);
+}
+
+// Throws ddp::Error for an MPI call that did not return MPI_SUCCESS, in MPI's words.
+// (The communicator is set to MPI_ERRORS_RETURN, so failures come back as codes instead
+// of MPI's default of aborting the job.)
+void check_mpi(int code, const char* call, const char* file, int line) {
+  if (code == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING] = {};
+  int length = 0;
+  MPI_Error_string(code, text, &length);
+  detail::throw_error(file, line, call,
+                      detail::concat(who_am_i(), ": ", call, " failed: ", text,
+                                     "\nhint: a peer rank may have died (look at its output "
+                                     "first); OMPI_MCA_btl=self,tcp rules out shared memory"));
+}
+
+}  // namespace
+}  // namespace ddp
+
+// DDP_CHECK_MPI(MPI_Ibarrier(comm, &request)): throws unless the call returns MPI_SUCCESS.
+#define DDP_CHECK_MPI(call) ::ddp::check_mpi((call), #call, __FILE__, __LINE__)
+
+namespace ddp {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// While collectives are in flight the thread polls MPI_Test in a loop, yielding the core
+// between rounds; after kSpinTime without progress it sleeps kPollSleep per round, so a
+// rank waiting on a slow peer does not burn a core that its own computation needs.
+constexpr auto kSpinTime = std::chrono::microseconds(200);
+constexpr auto kPollSleep = std::chrono::microseconds(50);
+
+// ---- MPI itself: once per process ---------------------------------------------------
+
+// At most one group at a time: MPI and MPI_COMM_WORLD are per process, and the group
+// that initialised MPI finalises it.
+std::atomic<bool> group_alive{false};
+
+// Owns MPI's initialisation: MPI_Init_thread in the constructor (unless the program
+// already initialised MPI, in which case that MPI is used and left alone), MPI_Finalize
+// in the destructor.
+class MpiRuntime {
+ public:
+  MpiRuntime() {
+    DDP_CHECK(!group_alive.exchange(true),
+              "make_process_group_mpi: an mpi process group already exists in this process\n"
+              "hint: MPI_COMM_WORLD is per process; share the one group");
+    try {
+      init();
+    } catch (...) {
+      group_alive = false;
+      throw;
+    }
+  }
+  ~MpiRuntime() {
+    if (owns_ && finalize_) MPI_Finalize();
+    group_alive = false;
+  }
+  MpiRuntime(const MpiRuntime&) = delete;
+  MpiRuntime& operator=(const MpiRuntime&) = delete;
+
+  // After a failed collective MPI_Finalize may wait forever for the dead peer; the
+  // launcher cleans up a process that exits without it (see the group's destructor).
+  void skip_finalize() { finalize_ = false; }
+
+ private:
+  void init() {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    DDP_CHECK(!finalized,
+              "make_process_group_mpi: MPI was already finalised in this process\n"
+              "hint: MPI can be initialised only once per process; create the mpi group "
+              "once and keep it until the end of the program");
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    int provided = MPI_THREAD_SINGLE;
+    if (initialized) {
+      MPI_Query_thread(&provided);
+    } else {
+      // Each error code below is checked by hand: MPI's default handler aborts on
+      // failure, and before init there is no communicator to change that on.
+      const int code = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
+      DDP_CHECK(code == MPI_SUCCESS, "MPI_Init_thread failed (code ", code,
+                ")\nhint: start the program with mpirun -np N (or srun --mpi=pmix)");
+      owns_ = true;
+    }
+    if (provided < MPI_THREAD_SERIALIZED) {
+      if (owns_) MPI_Finalize();
+      DDP_FAIL("make_process_group_mpi: MPI provides thread level ", provided,
+               " but the mpi group needs MPI_THREAD_SERIALIZED (", MPI_THREAD_SERIALIZED,
+               "): its communication thread makes the MPI calls\n"
+               "hint: ",
+               initialized ? "call MPI_Init_thread(..., MPI_THREAD_SERIALIZED, ...) yourself, "
+                             "or let the group initialise MPI"
+                           : "use an MPI built with thread support (Open MPI's default)");
+    }
+  }
+
+  bool owns_ = false;     // we called MPI_Init_thread, so we call MPI_Finalize
+  bool finalize_ = true;  // false after a failure (see skip_finalize)
+};
+
+// Owns the group's communicator: a duplicate of MPI_COMM_WORLD, so that our traffic
+// never matches messages of a library (or program) using MPI_COMM_WORLD itself, and so
+// that setting MPI_ERRORS_RETURN on it changes nobody else's error handling.
+class MpiComm {
+ public:
+  MpiComm() {
+    // Until the handler is set, failures abort the job: MPI's default (ERRORS_ARE_FATAL).
+    DDP_CHECK_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &comm_));
+    DDP_CHECK_MPI(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
+  }
+  ~MpiComm() {
+    if (comm_ != MPI_COMM_NULL && !leaked_) MPI_Comm_free(&comm_);
+  }
+  MpiComm(const MpiComm&) = delete;
+  MpiComm& operator=(const MpiComm&) = delete;
+
+  MPI_Comm get() const { return comm_; }
+  void leak() { leaked_ = true; }  // freeing may wait on a dead peer; see skip_finalize
+
+ private:
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  bool leaked_ = false;
+};
+
+// ---- One collective -----------------------------------------------------------------
+
+// A collective queued by the caller and run by the communication thread.
+struct MpiOp {
+  std::shared_ptr<FutureWork> work;
+  // The caller's tensors, kept alive until the collective is done. `output` is `input`
+  // itself for the in-place collectives (all_reduce, broadcast); undefined for barrier.
+  Tensor input;
+  Tensor output;
+  bool in_place = false;
+  bool average = false;  // ReduceOp::Avg: MPI sums, then we divide by the group size
+  // What MPI reads and writes: host memory. The tensors themselves on the CPU; for CUDA
+  // tensors, host copies made by the communication thread (see stage_in / stage_out).
+  Tensor send;
+  Tensor recv;
+  // Issues the nonblocking MPI call on send/recv (on the communication thread).
+  std::function<void(MpiOp&, MPI_Comm)> start;
+  MPI_Request request = MPI_REQUEST_NULL;
+  Clock::time_point deadline;
+};
+
+MPI_Datatype mpi_type(DType dtype) {
+  return dtype == DType::Float32 ? MPI_FLOAT : MPI_INT64_T;
+}
+
+// Avg is a sum followed by a division, as PyTorch's mpi backend does it; MPI has no
+// average. MPI_Op values are link-time constants, not compile-time ones, hence no table.
+MPI_Op mpi_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum:
+    case ReduceOp::Avg: return MPI_SUM;
+    case ReduceOp::Max: return MPI_MAX;
+    case ReduceOp::Min: return MPI_MIN;
+  }
+  DDP_FAIL("unknown ReduceOp ", static_cast<int>(op));
+}
+
+// MPI counts elements in int (MPI 4's large-count calls are not in Open MPI 4).
+int mpi_count(std::int64_t numel, const char* collective) {
+  DDP_CHECK(numel <= INT_MAX, collective, ": ", numel,
+            " elements is more than MPI's int count allows (", INT_MAX,
+            ")\nhint: split the tensor, or use the tcp or nccl backend");
+  return static_cast<int>(numel);
+}
+
+// Host buffer MPI reads: the tensor itself on the CPU, a copy of a CUDA tensor (the
+// copy waits for the kernels that produce it; only this thread waits, not the caller).
+// No pinned memory: tensor/cuda offers none, so the copy goes through pageable memory.
+Tensor stage_in(const Tensor& t) { return t.is_cuda() ? t.cpu() : t; }
+
+// Host buffer MPI writes: the tensor itself on the CPU, fresh host memory for CUDA.
+Tensor stage_out_buffer(const Tensor& t) {
+  return t.is_cuda() ? empty(t.shape(), {t.dtype(), Device::cpu()}) : t;
+}
+
+// In place: x /= divisor, element by element (int64 truncates toward zero, as C++ does).
+void divide(const Tensor& host, int divisor) {
+  const std::int64_t n = host.numel();
+  if (host.dtype() == DType::Float32) {
+    float* x = host.data<float>();
+    for (std::int64_t i = 0; i < n; ++i) x[i] /= static_cast<float>(divisor);
+  } else {
+    std::int64_t* x = host.data<std::int64_t>();
+    for (std::int64_t i = 0; i < n; ++i) x[i] /= divisor;
+  }
+}
+
+void check_tensor(const Tensor& t, const char* collective, const char* name) {
+  DDP_CHECK(t.defined(), "mpi ", collective, ": ", name, " is undefined");
+  DDP_CHECK(t.is_contiguous(), "mpi ", collective, ": ", name, " (", t.describe(),
+            ") must be contiguous\nhint: pass t.contiguous() and copy the result back");
+}
+
+// ---- The group ----------------------------------------------------------------------
+
+class ProcessGroupMpi final : public ProcessGroup {
+ public:
+  // MPI is initialised before the base class needs rank and size: see make().
+  ProcessGroupMpi(std::unique_ptr<MpiRuntime> runtime, std::unique_ptr<MpiComm> comm,
+                  int rank, int size, std::chrono::milliseconds timeout)
+      : ProcessGroup(rank, size),
+        runtime_(std::move(runtime)),
+        comm_(std::move(comm)),
+        timeout_(timeout) {
+    thread_ = std::thread([this] { run(); });
+  }
+  ~ProcessGroupMpi() override;
+
+  std::string backend_name() const override { return "mpi"; }
+
+  std::shared_ptr<Work> all_reduce(Tensor& tensor, ReduceOp op) override {
+    check_tensor(tensor, "all_reduce", "tensor");
+    const int count = mpi_count(tensor.numel(), "mpi all_reduce");
+    auto job = make_op(detail::concat("all_reduce of ", count, " ", dtype_name(tensor.dtype()),
+                                      " (", to_string(op), ")"));
+    job->input = job->output = tensor;
+    job->in_place = true;
+    job->average = op == ReduceOp::Avg;
+    const MPI_Datatype type = mpi_type(tensor.dtype());
+    const MPI_Op reduce = mpi_op(op);
+    job->start = [count, type, reduce](MpiOp& o, MPI_Comm comm) {
+      DDP_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, o.recv.raw_data(), count, type, reduce,
+                                   comm, &o.request));
+    };
+    return enqueue(std::move(job));
+  }
+
+  std::shared_ptr<Work> broadcast(Tensor& tensor, int root) override {
+    check_tensor(tensor, "broadcast", "tensor");
+    DDP_CHECK(root >= 0 && root < size(), "mpi broadcast: root ", root,
+              " is not a rank of this group of ", size());
+    const int count = mpi_count(tensor.numel(), "mpi broadcast");
+    auto job = make_op(detail::concat("broadcast of ", count, " ",
+                                      dtype_name(tensor.dtype()), " from rank ", root));
+    job->input = job->output = tensor;
+    job->in_place = true;
+    const MPI_Datatype type = mpi_type(tensor.dtype());
+    job->start = [count, type, root](MpiOp& o, MPI_Comm comm) {
+      DDP_CHECK_MPI(MPI_Ibcast(o.recv.raw_data(), count, type, root, comm, &o.request));
+    };
+    return enqueue(std::move(job));
+  }
+
+  std::shared_ptr<Work> all_gather(Tensor& output, const Tensor& input) override {
+    check_tensor(input, "all_gather", "input");
+    check_tensor(output, "all_gather", "output");
+    DDP_CHECK(input.dtype() == output.dtype(), "mpi all_gather: input is ", input.describe(),
+              " but output is ", output.describe());
+    DDP_CHECK(output.numel() == input.numel() * size(), "mpi all_gather: output has ",
+              output.numel(), " elements, expected size() * input.numel() = ", size(), " * ",
+              input.numel());
+    const int count = mpi_count(output.numel(), "mpi all_gather") / size();
+    auto job = make_op(detail::concat("all_gather of ", count, " ",
+                                      dtype_name(input.dtype()), " per rank"));
+    job->input = input;
+    job->output = output;
+    const MPI_Datatype type = mpi_type(input.dtype());
+    job->start = [count, type](MpiOp& o, MPI_Comm comm) {
+      DDP_CHECK_MPI(MPI_Iallgather(o.send.raw_data(), count, type, o.recv.raw_data(), count,
+                                   type, comm, &o.request));
+    };
+    return enqueue(std::move(job));
+  }
+
+  std::shared_ptr<Work> reduce_scatter(Tensor& output, const Tensor& input,
+                                       ReduceOp op) override {
+    check_tensor(input, "reduce_scatter", "input");
+    check_tensor(output, "reduce_scatter", "output");
+    DDP_CHECK(input.dtype() == output.dtype(), "mpi reduce_scatter: input is ",
+              input.describe(), " but output is ", output.describe());
+    DDP_CHECK(input.numel() == output.numel() * size(), "mpi reduce_scatter: input has ",
+              input.numel(), " elements, expected size() * output.numel() = ", size(), " * ",
+              output.numel());
+    const int count = mpi_count(input.numel(), "mpi reduce_scatter") / size();
+    auto job = make_op(detail::concat("reduce_scatter of ", count, " ",
+                                      dtype_name(input.dtype()), " per rank (",
+                                      to_string(op), ")"));
+    job->input = input;
+    job->output = output;
+    job->average = op == ReduceOp::Avg;
+    const MPI_Datatype type = mpi_type(input.dtype());
+    const MPI_Op reduce = mpi_op(op);
+    job->start = [count, type, reduce](MpiOp& o, MPI_Comm comm) {
+      DDP_CHECK_MPI(MPI_Ireduce_scatter_block(o.send.raw_data(), o.recv.raw_data(), count,
+                                              type, reduce, comm, &o.request));
+    };
+    return enqueue(std::move(job));
+  }
+
+  std::shared_ptr<Work> barrier() override {
+    auto job = make_op("barrier");
+    job->start = [](MpiOp& o, MPI_Comm comm) { DDP_CHECK_MPI(MPI_Ibarrier(comm, &o.request)); };
+    return enqueue(std::move(job));
+  }
+
+ private:
+  std::unique_ptr<MpiOp> make_op(const std::string& what) {
+    auto job = std::make_unique<MpiOp>();
+    job->work = std::make_shared<FutureWork>(
+        detail::concat("mpi ", what, " on rank ", rank(), "/", size()));
+    return job;
+  }
+
+  // Caller side: hands the collective to the communication thread and returns its Work.
+  std::shared_ptr<Work> enqueue(std::unique_ptr<MpiOp> job) {
+    std::shared_ptr<FutureWork> work = job->work;
+    {
+      std::lock_guard lock(mutex_);
+      DDP_CHECK(broken_.empty(), work->description(),
+                ": the mpi group is broken by an earlier failure:\n", broken_,
+                "\nhint: a failed collective leaves the ranks out of step; end the job");
+      queue_.push_back(std::move(job));
+    }
+    wake_.notify_one();
+    return work;
+  }
+
+  void run();
+  void start(MpiOp& job);
+  void complete(MpiOp& job);
+  void fail(MpiOp& job, std::exception_ptr error);
+
+  // Declaration order is teardown order, reversed: the communicator is freed before MPI
+  // is finalised. The thread is joined first, by hand, in the destructor.
+  std::unique_ptr<MpiRuntime> runtime_;
+  std::unique_ptr<MpiComm> comm_;
+  std::chrono::milliseconds timeout_;
+
+  std::mutex mutex_;                          // guards queue_, stop_, broken_
+  std::condition_variable wake_;              // queue_ got a job, or stop_ was set
+  std::deque<std::unique_ptr<MpiOp>> queue_;  // issued by the caller, not yet started
+  bool stop_ = false;
+  std::string broken_;  // the first failure's message; "" while the group is healthy
+  std::thread thread_;
+};
+
+// ---- The communication thread --------------------------------------------------------
+
+// Starts queued collectives in order and polls those in flight (Note [Why a
+// communication thread]) until stop_ is set and nothing is left.
+void ProcessGroupMpi::run() {
+  std::vector<std::unique_ptr<MpiOp>> in_flight;
+  Clock::time_point last_progress = Clock::now();
+  for (;;) {
+    std::deque<std::unique_ptr<MpiOp>> fresh;
+    {
+      std::unique_lock lock(mutex_);
+      if (in_flight.empty()) wake_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+      if (stop_ && queue_.empty() && in_flight.empty()) return;
+      fresh.swap(queue_);
+    }
+    for (auto& job : fresh) {
+      try {
+        start(*job);
+        in_flight.push_back(std::move(job));
+      } catch (...) {
+        fail(*job, std::current_exception());
+      }
+      last_progress = Clock::now();
+    }
+
+    // Poll every collective in flight; finished ones complete their Work.
+    const Clock::time_point now = Clock::now();
+    std::erase_if(in_flight, [&](std::unique_ptr<MpiOp>& job) {
+      try {
+        int done = 0;
+        DDP_CHECK_MPI(MPI_Test(&job->request, &done, MPI_STATUS_IGNORE));
+        if (done) {
+          complete(*job);
+          last_progress = now;
+          return true;
+        }
+        if (now < job->deadline) return false;
+        DDP_FAIL(job->work->description(), " did not finish within ", timeout_.count(),
+                 " ms (the group's timeout)\nhint: a peer rank may have died or not called "
+                 "the same collective; look at every rank's output");
+      } catch (...) {
+        fail(*job, std::current_exception());
+        return true;  // abandoned: MPI offers no way to cancel a collective
+      }
+    });
+
+    if (!in_flight.empty()) {
+      if (Clock::now() - last_progress < kSpinTime) {
+        std::this_thread::yield();
+      } else {
+        std::this_thread::sleep_for(kPollSleep);
+      }
+    }
+  }
+}
+
+// CUDA tensors are copied to host memory here, on this thread, not by the caller: the
+// copy waits for the GPU, and the caller should not.
+void ProcessGroupMpi::start(MpiOp& job) {
+  if (job.input.defined()) {
+    job.send = stage_in(job.input);
+    job.recv = job.in_place ? job.send : stage_out_buffer(job.output);
+  }
+  job.deadline = Clock::now() + timeout_;
+  job.start(job, comm_->get());
+}
+
+void ProcessGroupMpi::complete(MpiOp& job) {
+  try {
+    if (job.average) divide(job.recv, size());
+    if (job.output.defined() && job.output.is_cuda()) job.output.copy_(job.recv);
+  } catch (...) {
+    fail(job, std::current_exception());
+    return;
+  }
+  job.work->finish();
+}
+
+void ProcessGroupMpi::fail(MpiOp& job, std::exception_ptr error) {
+  {
+    std::lock_guard lock(mutex_);
+    if (broken_.empty()) {
+      try {
+        std::rethrow_exception(error);
+      } catch (const std::exception& e) {
+        broken_ = e.what();
+      } catch (...) {
+        broken_ = "unknown error";
+      }
+    }
+  }
+  job.work->fail(std::move(error));
+}
+
+// ---- Teardown -----------------------------------------------------------------------
+
+// Note [Teardown after a failure]
+// In a healthy group the destructor lets the collectives in flight finish (each is
+// bounded by the group's timeout), joins the thread, frees the communicator, and
+// finalises MPI. After a failed or timed-out collective the ranks are out of step, and
+// MPI_Comm_free or MPI_Finalize may wait forever for a peer that will never answer. So
+// a broken group skips both: the process exits without MPI_Finalize, which mpirun
+// reports and answers by ending the other ranks, so none of them hangs.
+ProcessGroupMpi::~ProcessGroupMpi() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_one();
+  thread_.join();
+  if (!broken_.empty()) {
+    std::fprintf(stderr,
+                 "ddp: mpi group on rank %d/%d is broken; exiting without MPI_Finalize "
+                 "(mpirun will end the other ranks)\n",
+                 rank(), size());
+    comm_->leak();
+    runtime_->skip_finalize();
+  }
+}
+
+}  // namespace
+
+// ---- Construction -------------------------------------------------------------------
+
+std::unique_ptr<ProcessGroup> make_process_group_mpi(std::chrono::milliseconds timeout) {
+  auto runtime = std::make_unique<MpiRuntime>();
+  auto comm = std::make_unique<MpiComm>();
+  int rank = 0, size = 0;
+  DDP_CHECK_MPI(MPI_Comm_rank(comm->get(), &rank));
+  DDP_CHECK_MPI(MPI_Comm_size(comm->get(), &size));
+  // A launcher that is not MPI's (ddprun, torchrun) starts N singletons, each rank 0
+  // of 1. Catch that here instead of letting every rank train alone.
+  if (const char* world = std::getenv("WORLD_SIZE")) {
+    DDP_CHECK(std::to_string(size) == world, who_am_i(), ": MPI sees ", size,
+              " process(es) but WORLD_SIZE=", world,
+              "\nhint: the mpi backend must be launched by mpirun -np N (or srun "
+              "--mpi=pmix); under ddprun use the tcp or nccl backend");
+  }
+  return std::make_unique<ProcessGroupMpi>(std::move(runtime), std::move(comm), rank, size,
+                                           timeout);
+}
+
+}  // namespace ddp

@@ -1,0 +1,469 @@
+// ProcessGroupNccl, the nccl backend (see dist/process_group_nccl.hpp). Chapter 05.
+//
+// Reading order: the error check, the communicator's owner (NcclComm: nonblocking
+// creation with a timeout, abort, teardown), the Work that polls a CUDA event
+// (NcclWork), the group and its collectives. Compiled only with DDP_HAVE_NCCL. It never
+// blocks the host on the GPU except inside Work::wait.
+#include "dist/process_group_nccl.hpp"
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "tensor/cuda/device_info.hpp"
+#include "tensor/cuda/kernels.hpp"  // cuda::compute_stream
+#include "tensor/cuda/runtime.hpp"
+#include "tensor/error.hpp"
+
+namespace ddp {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Between two polls of an event or of the communicator's state.
+constexpr auto kPollSleep = std::chrono::microseconds(20);
+
+std::string host_name() {
+  char host[256] = "?";
+  gethostname(host, sizeof(host) - 1);
+  return host;
+}
+
+// Throws ddp::Error for an NCCL call that failed, in NCCL's words (the short name of the
+// code, and the last error message NCCL logged, which says much more).
+void check_nccl(ncclResult_t status, const char* call, const char* file, int line) {
+  if (status == ncclSuccess) return;
+  detail::throw_error(file, line, call,
+                      detail::concat(call, " failed on ", host_name(), ": ",
+                                     ncclGetErrorString(status), " (", ncclGetLastError(nullptr),
+                                     ")\nhint: NCCL_DEBUG=INFO prints what NCCL tried"));
+}
+
+}  // namespace
+}  // namespace ddp
+
+// DDP_CHECK_NCCL(ncclGetUniqueId(&id)): throws unless the call returns ncclSuccess.
+#define DDP_CHECK_NCCL(call) ::ddp::check_nccl((call), #call, __FILE__, __LINE__)
+
+namespace ddp {
+namespace {
+
+// ---- The communicator ----------------------------------------------------------------
+
+// Owns an ncclComm_t made in nonblocking mode (config.blocking = 0): every call returns
+// at once, possibly with ncclInProgress, and ncclCommGetAsyncError says when the call
+// has really finished. That is what lets creation, and every later step, have a timeout:
+// a blocking ncclCommInitRank waits forever for a rank that never shows up.
+// Shared (shared_ptr) by the group and its Works, which abort it on failure.
+class NcclComm {
+ public:
+  NcclComm(const ncclUniqueId& id, int rank, int size, int device,
+           std::chrono::milliseconds timeout)
+      : rank_(rank), size_(size), device_(device), timeout_(timeout) {
+    cuda::DeviceGuard guard(device_);  // the communicator belongs to the current GPU
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    const ncclResult_t status = ncclCommInitRankConfig(&comm_, size, id, rank, &config);
+    if (status != ncclInProgress) {
+      check_nccl(status, "ncclCommInitRankConfig", __FILE__, __LINE__);
+    }
+    settle("ncclCommInitRankConfig", Clock::now() + timeout_);
+  }
+
+  // Note [Communicator teardown]
+  // Healthy: ncclCommFinalize flushes what was issued and waits (here: polls, bounded by
+  // the timeout) until every rank is done with the communicator, then ncclCommDestroy
+  // frees it without blocking. After an abort there is nothing left to free. A finalize
+  // that does not settle in time (a peer is gone) falls back to ncclCommAbort.
+  ~NcclComm() {
+    std::lock_guard lock(mutex_);
+    if (comm_ == nullptr || aborted_) return;
+    cuda::DeviceGuard guard(device_);
+    ncclResult_t state = ncclCommFinalize(comm_);
+    const Clock::time_point deadline = Clock::now() + timeout_;
+    while (state == ncclInProgress && Clock::now() < deadline) {
+      std::this_thread::sleep_for(kPollSleep);
+      ncclCommGetAsyncError(comm_, &state);
+    }
+    if (state == ncclSuccess) {
+      ncclCommDestroy(comm_);
+    } else {
+      ncclCommAbort(comm_);
+    }
+  }
+  NcclComm(const NcclComm&) = delete;
+  NcclComm& operator=(const NcclComm&) = delete;
+
+  ncclComm_t get() const { return comm_; }
+  int device() const { return device_; }
+
+  // "nccl rank 1/8 (cuda:1 on node07)", for messages.
+  std::string who() const {
+    return detail::concat("nccl rank ", rank_, "/", size_, " (cuda:", device_, " on ",
+                          host_name(), ")");
+  }
+
+  // Polls ncclCommGetAsyncError until the last call has finished (the state is no longer
+  // ncclInProgress). On an error, or when `deadline` passes first, aborts and throws.
+  void settle(const char* call, Clock::time_point deadline) {
+    for (;;) {
+      const ncclResult_t state = async_error();
+      if (state == ncclSuccess) return;
+      if (state != ncclInProgress) {
+        abort();
+        DDP_FAIL(who(), ": ", call, " failed: ", ncclGetErrorString(state), " (",
+                 ncclGetLastError(nullptr), ")\nhint: a peer rank may have died; look at "
+                 "every rank's output (NCCL_DEBUG=INFO says more)");
+      }
+      if (Clock::now() >= deadline) {
+        abort();
+        DDP_FAIL(who(), ": ", call, " did not finish within ", timeout_.count(),
+                 " ms; communicator aborted\nhint: every rank must create the group and "
+                 "call the same collectives in the same order; raise the timeout if the "
+                 "job is only slow");
+      }
+      std::this_thread::sleep_for(kPollSleep);
+    }
+  }
+
+  // ncclSuccess, ncclInProgress, or the error that broke the communicator.
+  ncclResult_t async_error() {
+    std::lock_guard lock(mutex_);
+    if (aborted_) return ncclInvalidUsage;
+    ncclResult_t state = ncclSuccess;
+    DDP_CHECK_NCCL(ncclCommGetAsyncError(comm_, &state));
+    return state;
+  }
+
+  // Ends every operation in flight on every GPU stream of this communicator, so that
+  // nothing waits forever on a dead peer; the communicator cannot be used afterwards.
+  void abort() noexcept {
+    std::lock_guard lock(mutex_);
+    if (aborted_ || comm_ == nullptr) return;
+    aborted_ = true;
+    ncclCommAbort(comm_);
+  }
+
+  bool aborted() {
+    std::lock_guard lock(mutex_);
+    return aborted_;
+  }
+
+ private:
+  int rank_;
+  int size_;
+  int device_;
+  std::chrono::milliseconds timeout_;
+  std::mutex mutex_;  // guards aborted_ and every use of comm_ from a Work's thread
+  ncclComm_t comm_ = nullptr;
+  bool aborted_ = false;
+};
+
+// ---- The Work -----------------------------------------------------------------------
+
+// One collective queued on the communication stream. `done` is recorded right after it;
+// the collective has finished when the GPU has reached that event.
+class NcclWork final : public Work {
+ public:
+  NcclWork(std::shared_ptr<NcclComm> comm, std::string description, cuda::Event done,
+           std::vector<Tensor> tensors)
+      : comm_(std::move(comm)),
+        description_(std::move(description)),
+        done_(std::move(done)),
+        tensors_(std::move(tensors)) {}
+
+  // A Work dropped before it finished must not let its tensors' memory be reused too
+  // early: the caching allocator hands blocks back out in compute-stream order only
+  // (tensor/cuda/caching_allocator.hpp). So the compute stream is made to wait for the
+  // collective (on the GPU, not the host) before the tensors are released.
+  ~NcclWork() override {
+    std::lock_guard lock(mutex_);
+    if (finished_ || tensors_.empty()) return;
+    cuda::DeviceGuard guard(comm_->device());
+    cudaStreamWaitEvent(cuda::compute_stream(comm_->device()), done_.get(), 0);
+  }
+
+  bool is_completed() override {
+    std::lock_guard lock(mutex_);
+    if (finished_) return true;
+    if (done_.query()) return finish_locked();
+    poll_error_locked();
+    return finished_;
+  }
+
+  // Polls the event and the communicator's error until the deadline. Aborting on a
+  // timeout is what makes the timeout safe: otherwise the collective would stay queued
+  // on the GPU, and the next one would queue behind it and hang there too.
+  void wait(std::chrono::milliseconds timeout) override {
+    std::unique_lock lock(mutex_);
+    const Clock::time_point deadline = Clock::now() + timeout;
+    while (!finished_) {
+      if (done_.query()) {
+        finish_locked();
+        break;
+      }
+      poll_error_locked();
+      if (finished_) break;
+      if (Clock::now() >= deadline) {
+        comm_->abort();
+        fail_locked(detail::concat(comm_->who(), ": ", description_, " did not finish within ",
+                                   timeout.count(), " ms; communicator aborted\nhint: a peer "
+                                   "rank may have died or not called the same collective"));
+        break;
+      }
+      lock.unlock();
+      std::this_thread::sleep_for(kPollSleep);
+      lock.lock();
+    }
+    if (error_) std::rethrow_exception(error_);
+  }
+
+  std::exception_ptr exception() override {
+    std::lock_guard lock(mutex_);
+    return error_;
+  }
+
+ private:
+  bool finish_locked() {
+    finished_ = true;
+    tensors_.clear();  // the collective is done with them
+    return true;
+  }
+
+  void poll_error_locked() {
+    if (comm_->aborted()) {
+      fail_locked(detail::concat(comm_->who(), ": ", description_, " was cut short: the "
+                                 "communicator was aborted after another collective failed "
+                                 "or timed out"));
+      return;
+    }
+    const ncclResult_t state = comm_->async_error();
+    if (state == ncclSuccess || state == ncclInProgress) return;
+    comm_->abort();
+    fail_locked(detail::concat(comm_->who(), ": ", description_, " failed: ",
+                               ncclGetErrorString(state), " (", ncclGetLastError(nullptr),
+                               "); communicator aborted\nhint: look at every rank's output "
+                               "for the first failure (NCCL_DEBUG=INFO says more)"));
+  }
+
+  void fail_locked(const std::string& message) {
+    try {
+      DDP_FAIL(message);
+    } catch (...) {
+      error_ = std::current_exception();
+    }
+    // After an abort the GPU stops the collective, so dropping the tensors is safe
+    // once the event has been reached; the destructor's stream wait covers the rest.
+    finished_ = true;
+  }
+
+  std::shared_ptr<NcclComm> comm_;
+  std::string description_;  // "all_reduce of 1048576 float32 (sum)"
+  cuda::Event done_;
+  std::vector<Tensor> tensors_;  // kept alive while the GPU may still read or write them
+  std::mutex mutex_;
+  bool finished_ = false;
+  std::exception_ptr error_;
+};
+
+// ---- The group ----------------------------------------------------------------------
+
+ncclDataType_t nccl_type(DType dtype) {
+  return dtype == DType::Float32 ? ncclFloat32 : ncclInt64;
+}
+
+ncclRedOp_t nccl_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum: return ncclSum;
+    case ReduceOp::Avg: return ncclAvg;  // sum, then divide; int64 truncates toward zero
+    case ReduceOp::Max: return ncclMax;
+    case ReduceOp::Min: return ncclMin;
+  }
+  DDP_FAIL("unknown ReduceOp ", static_cast<int>(op));
+}
+
+// Note [Ordering the communication stream]
+// Collectives run on a stream of their own, so that they can overlap with the kernels
+// queued after them on the compute stream (chapter 07 overlaps the all-reduce of one
+// bucket with the backward pass of the next). But the gradient being all-reduced is
+// produced by kernels on the compute stream that may not have run yet: the host only
+// queued them. Waiting on the host (cudaStreamSynchronize) would be correct and slow: the
+// CPU would sit idle instead of queuing the next kernels. So an event is recorded on the
+// compute stream and the communication stream waits for it, on the GPU
+// (cudaStreamWaitEvent): the host returns at once, and the collective starts exactly
+// when its input is ready.
+class ProcessGroupNccl final : public ProcessGroup {
+ public:
+  ProcessGroupNccl(std::shared_ptr<NcclComm> comm, int rank, int size, int device,
+                   std::chrono::milliseconds timeout)
+      : ProcessGroup(rank, size), device_(device), timeout_(timeout), stream_(make_stream(device)),
+        comm_(std::move(comm)) {}
+
+  std::string backend_name() const override { return "nccl"; }
+
+  std::shared_ptr<Work> all_reduce(Tensor& tensor, ReduceOp op) override {
+    check_tensor(tensor, "all_reduce", "tensor");
+    const auto count = static_cast<std::size_t>(tensor.numel());
+    return launch(detail::concat("all_reduce of ", count, " ", dtype_name(tensor.dtype()), " (",
+                                 to_string(op), ")"),
+                  "ncclAllReduce", {tensor}, [&](ncclComm_t comm, cudaStream_t stream) {
+                    return ncclAllReduce(tensor.raw_data(), tensor.raw_data(), count,
+                                         nccl_type(tensor.dtype()), nccl_op(op), comm, stream);
+                  });
+  }
+
+  std::shared_ptr<Work> broadcast(Tensor& tensor, int root) override {
+    check_tensor(tensor, "broadcast", "tensor");
+    DDP_CHECK(root >= 0 && root < size(), "nccl broadcast: root ", root,
+              " is not a rank of this group of ", size());
+    const auto count = static_cast<std::size_t>(tensor.numel());
+    return launch(detail::concat("broadcast of ", count, " ", dtype_name(tensor.dtype()),
+                                 " from rank ", root),
+                  "ncclBroadcast", {tensor}, [&](ncclComm_t comm, cudaStream_t stream) {
+                    return ncclBroadcast(tensor.raw_data(), tensor.raw_data(), count,
+                                         nccl_type(tensor.dtype()), root, comm, stream);
+                  });
+  }
+
+  std::shared_ptr<Work> all_gather(Tensor& output, const Tensor& input) override {
+    check_tensor(input, "all_gather", "input");
+    check_tensor(output, "all_gather", "output");
+    DDP_CHECK(input.dtype() == output.dtype(), "nccl all_gather: input is ",
+              input.describe(), " but output is ", output.describe());
+    DDP_CHECK(output.numel() == input.numel() * size(), "nccl all_gather: output has ",
+              output.numel(), " elements, expected size() * input.numel() = ", size(), " * ",
+              input.numel());
+    const auto count = static_cast<std::size_t>(input.numel());
+    return launch(detail::concat("all_gather of ", count, " ", dtype_name(input.dtype()),
+                                 " per rank"),
+                  "ncclAllGather", {input, output}, [&](ncclComm_t comm, cudaStream_t stream) {
+                    return ncclAllGather(input.raw_data(), output.raw_data(), count,
+                                         nccl_type(input.dtype()), comm, stream);
+                  });
+  }
+
+  std::shared_ptr<Work> reduce_scatter(Tensor& output, const Tensor& input,
+                                       ReduceOp op) override {
+    check_tensor(input, "reduce_scatter", "input");
+    check_tensor(output, "reduce_scatter", "output");
+    DDP_CHECK(input.dtype() == output.dtype(), "nccl reduce_scatter: input is ",
+              input.describe(), " but output is ", output.describe());
+    DDP_CHECK(input.numel() == output.numel() * size(), "nccl reduce_scatter: input has ",
+              input.numel(), " elements, expected size() * output.numel() = ", size(), " * ",
+              output.numel());
+    const auto count = static_cast<std::size_t>(output.numel());
+    return launch(detail::concat("reduce_scatter of ", count, " ", dtype_name(input.dtype()),
+                                 " per rank (", to_string(op), ")"),
+                  "ncclReduceScatter", {input, output},
+                  [&](ncclComm_t comm, cudaStream_t stream) {
+                    return ncclReduceScatter(input.raw_data(), output.raw_data(), count,
+                                             nccl_type(input.dtype()), nccl_op(op), comm,
+                                             stream);
+                  });
+  }
+
+  // NCCL has no barrier: an all-reduce of one element completes only once every rank
+  // has contributed, which is a barrier.
+  std::shared_ptr<Work> barrier() override {
+    if (!barrier_buffer_.defined()) {
+      barrier_buffer_ = zeros({1}, {DType::Float32, Device::cuda(device_)});
+    }
+    return launch("barrier (all_reduce of 1 float32)", "ncclAllReduce", {barrier_buffer_},
+                  [&](ncclComm_t comm, cudaStream_t stream) {
+                    void* p = barrier_buffer_.raw_data();
+                    return ncclAllReduce(p, p, 1, ncclFloat32, ncclSum, comm, stream);
+                  });
+  }
+
+ private:
+  static cuda::Stream make_stream(int device) {
+    cuda::DeviceGuard guard(device);
+    return cuda::Stream();
+  }
+
+  void check_tensor(const Tensor& t, const char* collective, const char* name) const {
+    DDP_CHECK(t.defined(), "nccl ", collective, ": ", name, " is undefined");
+    DDP_CHECK(t.device() == Device::cuda(device_), "nccl ", collective, ": ", name, " is ",
+              t.describe(), " but this rank's group is on cuda:", device_,
+              "\nhint: move it with .to(Device::cuda(", device_, "))");
+    DDP_CHECK(t.is_contiguous(), "nccl ", collective, ": ", name, " (", t.describe(),
+              ") must be contiguous\nhint: pass t.contiguous() and copy the result back");
+  }
+
+  // Queues one collective (Note [Ordering the communication stream]) and returns its
+  // Work. `call` is the NCCL function's name, for messages; `enqueue` makes the call.
+  template <typename Enqueue>
+  std::shared_ptr<Work> launch(std::string description, const char* call,
+                               std::vector<Tensor> tensors, Enqueue enqueue) {
+    DDP_CHECK(!comm_->aborted(), comm_->who(), ": ", description,
+              ": the communicator was aborted after an earlier failure\n"
+              "hint: a failed collective leaves the ranks out of step; end the job");
+    cuda::DeviceGuard guard(device_);
+    cuda::Event ready;
+    DDP_CHECK_CUDA(cudaEventRecord(ready.get(), cuda::compute_stream(device_)));
+    ready.wait(stream_);  // the GPU waits, not the host
+
+    const ncclResult_t status = enqueue(comm_->get(), stream_.get());
+    if (status != ncclInProgress) check_nccl(status, call, __FILE__, __LINE__);
+    // Nonblocking mode: the call may return before the kernel is on the stream; the
+    // event below must be recorded after it, so wait (briefly) until it is queued.
+    comm_->settle(call, Clock::now() + timeout_);
+
+    cuda::Event done;
+    done.record(stream_);
+    return std::make_shared<NcclWork>(comm_, std::move(description), std::move(done),
+                                      std::move(tensors));
+  }
+
+  // Teardown, in reverse declaration order: the communicator (Note [Communicator
+  // teardown]; Works may keep it alive longer), then the stream. Destroying a stream
+  // with work still queued is allowed: CUDA frees it once that work is done.
+  int device_;
+  std::chrono::milliseconds timeout_;
+  Tensor barrier_buffer_;  // one float on device_, made by the first barrier()
+  cuda::Stream stream_;    // the communication stream
+  std::shared_ptr<NcclComm> comm_;
+};
+
+}  // namespace
+
+// ---- Construction -------------------------------------------------------------------
+
+std::unique_ptr<ProcessGroup> make_process_group_nccl(std::shared_ptr<Store> store, int rank,
+                                                      int size, int cuda_device,
+                                                      std::chrono::milliseconds timeout) {
+  DDP_CHECK(store != nullptr, "make_process_group_nccl: no store");
+  DDP_CHECK(size >= 1 && rank >= 0 && rank < size, "make_process_group_nccl: rank ", rank,
+            " of ", size, " is not a rank");
+  const int gpus = cuda::device_count();
+  DDP_CHECK(cuda_device >= 0 && cuda_device < gpus, "make_process_group_nccl: rank ", rank,
+            " on ", host_name(), " asks for cuda:", cuda_device, " but ", gpus,
+            " GPU(s) are usable\nhint: one rank per GPU (ddprun --nproc-per-node <GPUs>); "
+            "check CUDA_VISIBLE_DEVICES");
+
+  // Rendezvous: rank 0 makes the id (it names rank 0's bootstrap socket); the others
+  // read it. The id is a fixed-size byte array, stored as it is.
+  constexpr const char* kKey = "nccl/unique_id";
+  ncclUniqueId id{};
+  if (rank == 0) {
+    DDP_CHECK_NCCL(ncclGetUniqueId(&id));
+    store->set(kKey, std::string(id.internal, sizeof(id.internal)));
+  } else {
+    const std::string bytes = store->get(kKey, timeout);
+    DDP_CHECK(bytes.size() == sizeof(id.internal), "make_process_group_nccl: rank ", rank,
+              ": the store's \"", kKey, "\" holds ", bytes.size(), " bytes, expected ",
+              sizeof(id.internal), "\nhint: use a fresh store (or key prefix) per group");
+    std::memcpy(id.internal, bytes.data(), bytes.size());
+  }
+  auto comm = std::make_shared<NcclComm>(id, rank, size, cuda_device, timeout);
+  return std::make_unique<ProcessGroupNccl>(std::move(comm), rank, size, cuda_device, timeout);
+}
+
+}  // namespace ddp

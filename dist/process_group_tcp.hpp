@@ -1,0 +1,154 @@
+// ddp::ProcessGroupTcp, collectives over plain TCP sockets, written from scratch: the
+// ring all-reduce with nothing hidden. Chapter 05.
+//
+// The ranks sit on a ring: each one sends to its right neighbour (rank + 1) and receives
+// from its left (rank - 1), one connection each way, made through the store at start-up.
+// all_reduce is a reduce-scatter followed by an all-gather around that ring (Note [Ring
+// schedule]); one communication thread runs the queued collectives in order, moving
+// bytes both ways at once (Note [One stream]). CUDA tensors are staged through host
+// memory: this backend teaches the algorithm; nccl (process_group_nccl.hpp) is the one
+// for GPUs. No multiple rings, no trees, no compression.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "dist/process_group.hpp"
+#include "dist/socket.hpp"
+#include "dist/store.hpp"
+#include "dist/work.hpp"
+
+namespace ddp {
+
+// ---- The ring schedule (the algorithm, in two small functions) ------------------------
+
+// Which chunk rank `rank` sends to its right neighbour, and which it receives from its
+// left, at step `step` of an all-reduce over `size` ranks; steps [0, size-1) are the
+// reduce-scatter (the received chunk is reduced into ours), steps [size-1, 2(size-1))
+// the all-gather (the received chunk overwrites ours). See Note [Ring schedule].
+struct RingStep {
+  int send_chunk;
+  int recv_chunk;
+  bool reduce;
+};
+RingStep ring_all_reduce_step(int rank, int size, int step);
+
+// Chunk `chunk` of `n` elements cut into `size` nearly equal chunks: [begin, end). The
+// first n % size chunks have one element more.
+std::pair<std::int64_t, std::int64_t> ring_chunk(std::int64_t n, int size, int chunk);
+
+// ---- The process group ----------------------------------------------------------------
+
+class ProcessGroupTcp final : public ProcessGroup {
+ public:
+  // Connects the ring through `store` (keys "<prefix>/addr/<rank>"); every rank of the
+  // group must construct it with the same prefix. `timeout` bounds the set-up and each
+  // collective. Throws ddp::Error naming the rank that never arrived.
+  ProcessGroupTcp(std::shared_ptr<Store> store, int rank, int size,
+                  std::chrono::milliseconds timeout = Work::kDefaultTimeout,
+                  std::string prefix = "tcp");
+  // Fails what is still queued, stops the communication thread, closes the sockets.
+  // Never blocks longer than one poll slice (kPollSlice). Never throws.
+  ~ProcessGroupTcp() override;
+
+  std::string backend_name() const override { return "tcp"; }
+
+  std::shared_ptr<Work> all_reduce(Tensor& tensor, ReduceOp op = ReduceOp::Sum) override;
+  std::shared_ptr<Work> broadcast(Tensor& tensor, int root) override;
+  std::shared_ptr<Work> all_gather(Tensor& output, const Tensor& input) override;
+  std::shared_ptr<Work> reduce_scatter(Tensor& output, const Tensor& input,
+                                       ReduceOp op = ReduceOp::Sum) override;
+  std::shared_ptr<Work> barrier() override;
+
+  // Where this rank listens for its left neighbour ("127.0.0.1:40123").
+  const std::string& address() const { return address_; }
+
+  // How long the communication thread sleeps in poll() before it looks at the stop flag.
+  static constexpr std::chrono::milliseconds kPollSlice{100};
+  // Received bytes of a reduce step land in a scratch buffer this big before they are
+  // combined into the tensor: small enough to stay in cache, big enough for few syscalls.
+  static constexpr std::size_t kScratchBytes = 1 << 20;
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  struct Task {
+    std::shared_ptr<FutureWork> work;
+    std::string description;    // "all_reduce of 1001 float32 (sum)"
+    std::function<void()> run;  // on the communication thread
+  };
+
+  // ---- set-up and the queue ----
+  void connect_ring(Clock::time_point deadline);
+  std::shared_ptr<Work> enqueue(std::string description, std::function<void()> run);
+  void communication_loop();
+  void on_failure(const std::string& message);
+
+  // ---- the collectives, on host memory, on the communication thread ----
+  // What one rank does in a ring collective (Note [One stream] in the .cpp): send
+  // `first`, receive `steps` in order (each reduced into its memory with `op`, or copied
+  // over it), and pass on what it received, up to `send_total` elements in all.
+  template <typename T>
+  struct RingPlan {
+    struct Piece {
+      T* data = nullptr;
+      std::int64_t n = 0;
+      bool reduce = false;
+    };
+    Piece first;
+    std::vector<Piece> steps;
+    std::int64_t send_total = 0;
+    ReduceOp op = ReduceOp::Sum;
+    // The usual case: everything received is passed on, except the last step's piece.
+    void send_all_but_last_step() {
+      send_total = first.n;
+      for (std::size_t i = 0; i + 1 < steps.size(); ++i) send_total += steps[i].n;
+    }
+  };
+  template <typename T>
+  void ring_all_reduce(T* data, std::int64_t n, ReduceOp op);
+  template <typename T>
+  void ring_all_gather(T* data, std::int64_t n);
+  template <typename T>
+  void ring_reduce_scatter(T* data, std::int64_t n, ReduceOp op);
+  void ring_broadcast(std::byte* data, std::size_t bytes, int root);
+  template <typename T>
+  void run_ring(const RingPlan<T>& plan);
+  [[noreturn]] void fail_peer(bool left, const std::string& what);
+
+  std::string who() const;  // "rank 3/4 (tcp, host)"
+
+  std::shared_ptr<Store> store_;  // kept alive: the group reads failure reports from it
+  std::chrono::milliseconds timeout_;
+  std::string prefix_;
+  std::string host_;     // this host's name, for messages
+  std::string address_;
+  std::string left_address_;
+  std::string right_address_;
+  Socket left_;   // receive only: from rank - 1
+  Socket right_;  // send only: to rank + 1
+  std::vector<std::byte> scratch_;
+
+  // What the communication thread is doing, for error messages.
+  std::string current_;                // description of the running collective
+  Clock::time_point current_deadline_;
+  std::string broken_;                 // the first failure; later collectives fail fast
+
+  std::mutex mutex_;
+  std::condition_variable queue_cv_;
+  std::deque<Task> queue_;
+  std::atomic<bool> stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace ddp

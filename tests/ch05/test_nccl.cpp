@@ -1,0 +1,107 @@
+// The nccl process group (dist/process_group_nccl.hpp) at world size 1, on GPU 0, over a
+// FileStore. Chapter 05. With one rank every collective has a closed form (a sum over
+// one rank is the input), which still exercises the whole path: the unique id through the
+// store, the nonblocking communicator, the stream ordering and the Work's event. Needs
+// a GPU (reports Skipped without one); several ranks are the collective driver's job.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dist/file_store.hpp"
+#include "dist/process_group_nccl.hpp"
+#include "tensor/tensor.hpp"
+
+namespace {
+
+using namespace ddp;
+constexpr Device kGpu = Device::cuda(0);
+
+std::unique_ptr<ProcessGroup> make_group() {
+  const auto now = std::chrono::steady_clock::now().time_since_epoch().count();
+  const std::string path =
+      "/tmp/ddp_test_nccl_" + std::to_string(getpid()) + "_" + std::to_string(now);
+  auto store = std::make_shared<FileStore>(path, std::chrono::seconds(30));
+  auto group = make_process_group_nccl(store, 0, 1, 0, std::chrono::seconds(30));
+  std::remove(path.c_str());
+  return group;
+}
+
+// 0, 1, ..., n-1 as float32 on the GPU, made by a kernel on the compute stream (so the
+// collective must be ordered after it).
+Tensor iota(std::int64_t n) {
+  return arange(0.0, static_cast<double>(n), 1.0, {DType::Float32, kGpu});
+}
+
+}  // namespace
+
+TEST_CASE("nccl group of one: identity, backend name and the store key", "[ch05][nccl]") {
+  auto group = make_group();
+  CHECK(group->rank() == 0);
+  CHECK(group->size() == 1);
+  CHECK(group->backend_name() == "nccl");
+}
+
+TEST_CASE("nccl all_reduce of one rank returns its input, float32 and int64, every op",
+          "[ch05][nccl]") {
+  auto group = make_group();
+  const std::int64_t n = (1 << 20) + 3;  // not a multiple of any vector width
+  for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max, ReduceOp::Min}) {
+    INFO(to_string(op));
+    Tensor x = iota(n);
+    x.mul_(2.0f);  // queued on the compute stream just before the collective
+    auto work = group->all_reduce(x, op);
+    work->wait(std::chrono::seconds(30));
+    CHECK(work->is_completed());
+    CHECK(work->exception() == nullptr);
+    const std::vector<float> got = x.to_vector<float>();
+    bool ok = true;
+    for (std::int64_t i = 0; i < n; ++i) ok = ok && got[i] == 2.0f * static_cast<float>(i);
+    CHECK(ok);
+
+    Tensor k = full({7}, -5.0, {DType::Int64, kGpu});
+    group->all_reduce(k, op)->wait();
+    for (std::int64_t v : k.to_vector<std::int64_t>()) CHECK(v == -5);
+  }
+}
+
+TEST_CASE("nccl broadcast, all_gather, reduce_scatter and barrier at world size 1",
+          "[ch05][nccl]") {
+  auto group = make_group();
+  Tensor b = iota(10);
+  group->broadcast(b, 0)->wait();
+  CHECK(b.to_vector<float>()[9] == 9.0f);
+
+  Tensor gathered = zeros({6}, {DType::Float32, kGpu});
+  group->all_gather(gathered, iota(6))->wait();
+  CHECK(gathered.to_vector<float>() == std::vector<float>{0, 1, 2, 3, 4, 5});
+
+  Tensor part = zeros({4}, {DType::Int64, kGpu});
+  const std::vector<std::int64_t> values{7, -8, 9, 1 << 30};
+  group->reduce_scatter(part, from_data(values, {4}, kGpu), ReduceOp::Sum)->wait();
+  CHECK(part.to_vector<std::int64_t>() == values);
+
+  auto barrier = group->barrier();
+  barrier->wait(std::chrono::seconds(30));
+  CHECK(barrier->is_completed());
+}
+
+TEST_CASE("nccl collectives check device, shape and dtype before queuing", "[ch05][nccl]") {
+  auto group = make_group();
+  Tensor on_cpu = zeros({4});
+  CHECK_THROWS_WITH(group->all_reduce(on_cpu, ReduceOp::Sum),
+                    Catch::Contains("but this rank's group is on cuda:0"));
+  Tensor small = zeros({3}, {DType::Float32, kGpu});
+  CHECK_THROWS_WITH(group->all_gather(small, iota(2)),
+                    Catch::Contains("expected size() * input.numel()"));
+  Tensor ints = zeros({2}, {DType::Int64, kGpu});
+  CHECK_THROWS_WITH(group->all_gather(ints, iota(2)), Catch::Contains("but output is"));
+  Tensor x = iota(4);
+  CHECK_THROWS_WITH(group->broadcast(x, 1), Catch::Contains("is not a rank"));
+}

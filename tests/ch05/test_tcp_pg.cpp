@@ -1,0 +1,350 @@
+// Chapter 05, ProcessGroupTcp: the ring schedule against the table of its Note, then
+// every collective x op x size in 2, 3 and 4 forked processes on 127.0.0.1, checked
+// element by element against closed forms computed here rank by rank; a rank that dies
+// mid all-reduce, and set-up and teardown that never hang.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dist/process_group_tcp.hpp"
+#include "dist/tcp_store.hpp"
+#include "tensor/error.hpp"
+#include "tensor/tensor.hpp"
+#include "tests/ch05/fork_ranks.hpp"
+
+using namespace std::chrono_literals;
+using ddp::ProcessGroupTcp;
+using ddp::ReduceOp;
+using ddp::Tensor;
+
+namespace {
+
+constexpr ReduceOp kOps[] = {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max, ReduceOp::Min};
+constexpr std::int64_t k16MiBFloats = 4 * 1024 * 1024;
+
+std::unique_ptr<ddp::TCPStore> start_server() {
+  ddp::TCPStoreOptions o;
+  o.port = 0;
+  o.is_server = true;
+  o.timeout = 20s;
+  return std::make_unique<ddp::TCPStore>(o);
+}
+
+struct Rank {
+  std::shared_ptr<ddp::TCPStore> store;
+  std::unique_ptr<ProcessGroupTcp> group;
+};
+
+Rank join(int port, int rank, int world, const std::string& prefix,
+          std::chrono::milliseconds timeout = 20s) {
+  ddp::TCPStoreOptions o;
+  o.port = port;
+  o.timeout = timeout;
+  Rank r;
+  r.store = std::make_shared<ddp::TCPStore>(o);
+  r.group = std::make_unique<ProcessGroupTcp>(r.store, rank, world, timeout, prefix);
+  return r;
+}
+
+// ---- The values and their closed forms ----------------------------------------------
+// Rank r holds value(r, i) at index i: the rank, plus a pattern in i so that a chunk
+// landing at the wrong offset shows. Floats stay small integers: exact in any order.
+// int64 uses large and negative values (avg must truncate toward zero).
+template <typename T>
+T value(int r, std::int64_t i) {
+  if constexpr (std::is_same_v<T, float>) {
+    return static_cast<float>(r + i % 7);
+  } else {
+    return (r + 1) * (i % 5 - 2) + (std::int64_t{1} << 40) * (i % 3 - 1);
+  }
+}
+
+// The reduction over ranks 0..w-1 of value(r, i), by a plain loop.
+template <typename T>
+T expected(ReduceOp op, int w, std::int64_t i) {
+  T acc = value<T>(0, i);
+  for (int r = 1; r < w; ++r) {
+    const T v = value<T>(r, i);
+    acc = op == ReduceOp::Max ? std::max(acc, v) : op == ReduceOp::Min ? std::min(acc, v)
+                                                                      : acc + v;
+  }
+  return op == ReduceOp::Avg ? acc / static_cast<T>(w) : acc;
+}
+
+template <typename T>
+Tensor filled(std::int64_t n, const std::function<T(std::int64_t)>& f) {
+  Tensor t = ddp::empty({n}, {ddp::dtype_of<T>()});
+  T* p = t.data<T>();
+  for (std::int64_t i = 0; i < n; ++i) p[i] = f(i);
+  return t;
+}
+
+// Counts the elements of `t` that differ from f(i); prints the first few.
+template <typename T>
+int mismatches(const std::string& what, const Tensor& t, const std::function<T(std::int64_t)>& f) {
+  int bad = 0;
+  const T* p = t.data<T>();
+  for (std::int64_t i = 0; i < t.numel(); ++i) {
+    if (p[i] != f(i)) {
+      if (++bad <= 3) {
+        std::fprintf(stderr, "%s: [%lld] = %s, expected %s\n", what.c_str(), (long long)i,
+                     std::to_string(p[i]).c_str(), std::to_string(f(i)).c_str());
+      }
+    }
+  }
+  return bad;
+}
+
+// Every collective the group has, on this rank; returns the number of wrong elements.
+template <typename T>
+int check_collectives(ProcessGroupTcp& g, const std::vector<std::int64_t>& sizes) {
+  const int r = g.rank();
+  const int w = g.size();
+  const std::string type = std::string(ddp::dtype_name(ddp::dtype_of<T>()));
+  int bad = 0;
+  for (std::int64_t n : sizes) {
+    const std::string at = type + " n=" + std::to_string(n) + " w=" + std::to_string(w);
+    for (ReduceOp op : kOps) {
+      Tensor t = filled<T>(n, [r](std::int64_t i) { return value<T>(r, i); });
+      g.all_reduce(t, op)->wait(30s);
+      bad += mismatches<T>("all_reduce " + std::string(to_string(op)) + " " + at, t,
+                           [&](std::int64_t i) { return expected<T>(op, w, i); });
+    }
+    for (int root = 0; root < w; ++root) {
+      Tensor t = filled<T>(n, [r](std::int64_t i) { return value<T>(r * 10 + 1, i); });
+      g.broadcast(t, root)->wait(30s);
+      bad += mismatches<T>("broadcast from " + std::to_string(root) + " " + at, t,
+                           [&](std::int64_t i) { return value<T>(root * 10 + 1, i); });
+    }
+    if (n > 1024 * 1024) continue;  // the gathers move w times n: smaller sizes suffice
+    {
+      Tensor in = filled<T>(n, [r](std::int64_t i) { return value<T>(r, i); });
+      Tensor out = ddp::full({w * n}, -1.0, {ddp::dtype_of<T>()});
+      g.all_gather(out, in)->wait(30s);
+      // Element j of the output is element j % n of rank j / n's input.
+      const std::int64_t m = std::max<std::int64_t>(n, 1);
+      bad += mismatches<T>("all_gather " + at, out, [m](std::int64_t j) {
+        return value<T>(static_cast<int>(j / m), j % m);
+      });
+    }
+    for (ReduceOp op : kOps) {
+      // Rank r's input at global index j is value(r, j); rank r keeps [r*n, (r+1)*n).
+      Tensor in = filled<T>(w * n, [r](std::int64_t j) { return value<T>(r, j); });
+      Tensor out = ddp::full({n}, -1.0, {ddp::dtype_of<T>()});
+      g.reduce_scatter(out, in, op)->wait(30s);
+      bad += mismatches<T>("reduce_scatter " + std::string(to_string(op)) + " " + at, out,
+                           [&](std::int64_t i) { return expected<T>(op, w, r * n + i); });
+    }
+  }
+  return bad;
+}
+
+// Many collectives queued before any wait: they run in order, each on its own tensor.
+int check_queue(ProcessGroupTcp& g) {
+  std::vector<Tensor> tensors;
+  std::vector<std::shared_ptr<ddp::Work>> works;
+  for (int k = 0; k < 10; ++k) {
+    tensors.push_back(ddp::full({1000 + k}, static_cast<double>(g.rank() + k)));
+    works.push_back(g.all_reduce(tensors.back()));
+  }
+  int bad = 0;
+  for (int k = 9; k >= 0; --k) {
+    works[static_cast<std::size_t>(k)]->wait(30s);
+    const int w = g.size();
+    const float want = static_cast<float>(w * (w - 1) / 2 + w * k);
+    bad += mismatches<float>("queued all_reduce " + std::to_string(k),
+                             tensors[static_cast<std::size_t>(k)],
+                             [want](std::int64_t) { return want; });
+  }
+  return bad;
+}
+
+// The barrier holds everyone until the last rank (rank 0, 300 ms late) arrives.
+int check_barrier(ProcessGroupTcp& g) {
+  g.barrier()->wait(30s);
+  const auto start = std::chrono::steady_clock::now();
+  if (g.rank() == 0) std::this_thread::sleep_for(300ms);
+  g.barrier()->wait(30s);
+  const auto waited = std::chrono::steady_clock::now() - start;
+  if (waited < 250ms) {
+    std::fprintf(stderr, "rank %d left the barrier after %lld ms, before rank 0 came\n", g.rank(),
+                 (long long)std::chrono::duration_cast<std::chrono::milliseconds>(waited).count());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+// ---- The schedule -------------------------------------------------------------------
+
+TEST_CASE("ring schedule for 4 ranks is the table of its Note", "[ch05][tcp]") {
+  // {send, recv} per step (rows) and rank (columns), copied from the Note.
+  const int table[6][4][2] = {
+      {{3, 2}, {0, 3}, {1, 0}, {2, 1}}, {{2, 1}, {3, 2}, {0, 3}, {1, 0}},
+      {{1, 0}, {2, 1}, {3, 2}, {0, 3}}, {{0, 3}, {1, 0}, {2, 1}, {3, 2}},
+      {{3, 2}, {0, 3}, {1, 0}, {2, 1}}, {{2, 1}, {3, 2}, {0, 3}, {1, 0}}};
+  for (int step = 0; step < 6; ++step) {
+    for (int rank = 0; rank < 4; ++rank) {
+      const ddp::RingStep s = ddp::ring_all_reduce_step(rank, 4, step);
+      CHECK(s.send_chunk == table[step][rank][0]);
+      CHECK(s.recv_chunk == table[step][rank][1]);
+      CHECK(s.reduce == (step < 3));
+    }
+  }
+}
+
+TEST_CASE("ring schedule moves every chunk through every rank, for 2 to 8 ranks",
+          "[ch05][tcp]") {
+  for (int w = 2; w <= 8; ++w) {
+    // Simulate it: which ranks' contributions each rank's copy of each chunk holds.
+    const auto ws = static_cast<std::size_t>(w);
+    std::vector<std::vector<std::set<int>>> has(ws, std::vector<std::set<int>>(ws));
+    for (int r = 0; r < w; ++r) {
+      for (int c = 0; c < w; ++c) has[r][c] = {r};
+    }
+    for (int step = 0; step < 2 * (w - 1); ++step) {
+      auto next = has;
+      for (int r = 0; r < w; ++r) {
+        const ddp::RingStep s = ddp::ring_all_reduce_step(r, w, step);
+        const int right = (r + 1) % w;
+        const ddp::RingStep t = ddp::ring_all_reduce_step(right, w, step);
+        REQUIRE(t.recv_chunk == s.send_chunk);  // what r sends is what r+1 expects
+        if (s.reduce) {
+          next[right][s.send_chunk].insert(has[r][s.send_chunk].begin(),
+                                           has[r][s.send_chunk].end());
+        } else {
+          next[right][s.send_chunk] = has[r][s.send_chunk];
+        }
+      }
+      has = next;
+      if (step == w - 2) {  // end of the reduce-scatter: rank r owns chunk r, complete
+        for (int r = 0; r < w; ++r) CHECK(has[r][r].size() == static_cast<std::size_t>(w));
+      }
+    }
+    for (int r = 0; r < w; ++r) {
+      for (int c = 0; c < w; ++c) CHECK(has[r][c].size() == static_cast<std::size_t>(w));
+    }
+  }
+}
+
+TEST_CASE("ring chunks tile 0..n with sizes that differ by at most one", "[ch05][tcp]") {
+  for (std::int64_t n : {0, 1, 7, 8, 1001}) {
+    for (int w = 1; w <= 5; ++w) {
+      std::int64_t next = 0;
+      for (int c = 0; c < w; ++c) {
+        const auto [begin, end] = ddp::ring_chunk(n, w, c);
+        CHECK(begin == next);
+        CHECK((end - begin == n / w || end - begin == n / w + 1));
+        next = end;
+      }
+      CHECK(next == n);
+    }
+  }
+}
+
+// ---- Real processes -----------------------------------------------------------------
+
+TEST_CASE("tcp group of one process: every collective is the identity", "[ch05][tcp]") {
+  auto server = start_server();
+  Rank me = join(server->port(), 0, 1, "one");
+  CHECK(check_collectives<float>(*me.group, {0, 1, 7, 1001}) == 0);
+  CHECK(check_collectives<std::int64_t>(*me.group, {0, 1001}) == 0);
+  me.group->barrier()->wait(5s);
+}
+
+TEST_CASE("tcp collectives in 2, 3 and 4 processes match the closed forms", "[ch05][tcp]") {
+  for (int w : {2, 3, 4}) {
+    auto server = start_server();
+    const int port = server->port();
+    const auto codes = ddp::test::run_forked(w, [port, w](int rank) {
+      Rank me = join(port, rank, w, "w" + std::to_string(w));
+      int bad = check_collectives<float>(*me.group, {0, 1, 7, 1001, k16MiBFloats});
+      bad += check_collectives<std::int64_t>(*me.group, {0, 1, 7, 1001, 100003});
+      bad += check_queue(*me.group);
+      bad += check_barrier(*me.group);
+      me.group->barrier()->wait(30s);  // nobody tears down while others still talk
+      return bad == 0 ? 0 : 2;
+    });
+    INFO("world size " << w);
+    CHECK(codes == std::vector<int>(static_cast<std::size_t>(w), 0));
+  }
+}
+
+TEST_CASE("tcp all_reduce fails naming the rank that died, then fails fast", "[ch05][tcp]") {
+  for (int w : {3, 4}) {
+    const int victim = 2;
+    auto server = start_server();
+    const int port = server->port();
+    const auto codes = ddp::test::run_forked(w, [port, w, victim](int rank) {
+      Rank me = join(port, rank, w, "death" + std::to_string(w));
+      me.group->barrier()->wait(30s);
+      Tensor t = ddp::full({k16MiBFloats}, 1.0);
+      auto work = me.group->all_reduce(t);
+      if (rank == victim) ::_exit(7);  // abruptly, mid all-reduce
+      const auto start = std::chrono::steady_clock::now();
+      std::string message;
+      try {
+        work->wait(60s);
+      } catch (const ddp::Error& e) {
+        message = e.what();
+      }
+      const auto took = std::chrono::steady_clock::now() - start;
+      if (message.find("rank 2 (") == std::string::npos || took > 15s) {
+        std::fprintf(stderr, "rank %d: after %lld ms: \"%s\"\n", rank,
+                     (long long)std::chrono::duration_cast<std::chrono::milliseconds>(took).count(),
+                     message.c_str());
+        return 3;
+      }
+      // The group is broken for good, and says so at once.
+      const auto again = std::chrono::steady_clock::now();
+      try {
+        me.group->barrier()->wait(60s);
+        return 4;
+      } catch (const ddp::Error& e) {
+        if (std::string(e.what()).find("failed earlier") == std::string::npos) return 5;
+      }
+      return std::chrono::steady_clock::now() - again < 1s ? 0 : 6;
+    });
+    INFO("world size " << w);
+    for (int r = 0; r < w; ++r) CHECK(codes[static_cast<std::size_t>(r)] == (r == victim ? 7 : 0));
+  }
+}
+
+TEST_CASE("tcp group set-up names the rank that never came", "[ch05][tcp]") {
+  auto server = start_server();
+  const auto start = std::chrono::steady_clock::now();
+  CHECK_THROWS_WITH(join(server->port(), 0, 2, "absent", 300ms),
+                    Catch::Contains("rank 1") && Catch::Contains("never published"));
+  CHECK(std::chrono::steady_clock::now() - start < 5s);
+}
+
+TEST_CASE("tcp group destructor does not wait for a peer that never joins in",
+          "[ch05][tcp]") {
+  auto server = start_server();
+  const int port = server->port();
+  Rank a;
+  Rank b;
+  std::thread other([&] { b = join(port, 1, 2, "teardown"); });
+  a = join(port, 0, 2, "teardown");
+  other.join();
+  Tensor t = ddp::full({1000}, 1.0);
+  auto work = a.group->all_reduce(t);  // rank 1 never calls it
+  auto queued = a.group->barrier();
+  const auto start = std::chrono::steady_clock::now();
+  a.group.reset();
+  CHECK(std::chrono::steady_clock::now() - start < 2s);
+  CHECK_THROWS_WITH(work->wait(1s), Catch::Contains("destroyed"));
+  CHECK_THROWS_WITH(queued->wait(1s), Catch::Contains("destroyed"));
+  b.group.reset();
+}

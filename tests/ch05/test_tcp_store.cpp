@@ -1,0 +1,316 @@
+// Chapter 05, TCPStore: every operation against what a map would answer, waits that
+// wait and time out naming their keys, several processes adding at once, and a server
+// that survives clients sending a wrong token, an oversized frame or random bytes.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dist/socket.hpp"
+#include "dist/tcp_store.hpp"
+#include "tensor/error.hpp"
+#include "tests/ch05/fork_ranks.hpp"
+
+using namespace std::chrono_literals;
+using ddp::TCPStore;
+using ddp::TCPStoreOptions;
+
+namespace {
+
+TCPStoreOptions server_options(std::string token = "") {
+  TCPStoreOptions o;
+  o.host = "127.0.0.1";
+  o.port = 0;  // any free port
+  o.is_server = true;
+  o.timeout = 10s;
+  o.job_token = std::move(token);
+  return o;
+}
+
+TCPStoreOptions client_options(int port, std::string token = "") {
+  TCPStoreOptions o;
+  o.host = "127.0.0.1";
+  o.port = port;
+  o.timeout = 10s;
+  o.job_token = std::move(token);
+  return o;
+}
+
+// Little-endian frame pieces, written out independently of tcp_store.cpp.
+void put_le(std::string& out, std::uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+std::string hello(const std::string& token) {
+  std::string s;
+  s += "DDPS";
+  put_le(s, 1, 4);
+  put_le(s, token.size(), 4);
+  return s + token;
+}
+
+ddp::Socket raw_connect(int port) {
+  return ddp::Socket::connect("127.0.0.1", port, ddp::Socket::Clock::now() + 5s);
+}
+
+// Reads until the server closes the connection; returns what came (or throws on timeout).
+std::string read_until_closed(const ddp::Socket& s) {
+  std::string got;
+  const auto deadline = ddp::Socket::Clock::now() + 5s;
+  for (;;) {
+    char buffer[4096];
+    const auto r = s.recv_some(buffer, sizeof buffer);
+    if (r.status == ddp::Socket::IoStatus::Ok) {
+      got.append(buffer, r.bytes);
+    } else if (r.status == ddp::Socket::IoStatus::WouldBlock) {
+      REQUIRE(ddp::Socket::Clock::now() < deadline);
+      std::this_thread::sleep_for(5ms);
+    } else {
+      return got;
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("TCPStore set get add check delete compare_set num_keys", "[ch05][store]") {
+  TCPStore server(server_options());
+  REQUIRE(server.port() > 0);
+  TCPStore client(client_options(server.port()));
+
+  client.set("a", "1");
+  CHECK(server.get("a") == "1");
+  const std::string binary("x\0y\xff", 4);  // values are bytes, '\0' included
+  server.set("bin", binary);
+  CHECK(client.get("bin") == binary);
+  client.set("a", "2");  // overwrite
+  CHECK(server.get("a") == "2");
+
+  CHECK(client.add("n", 5) == 5);  // a missing key counts as 0
+  CHECK(server.add("n", -7) == -2);
+  CHECK(client.get("n") == "-2");  // counters read as decimal text
+  CHECK_THROWS_WITH(client.add("bin", 1), Catch::Contains("not an integer"));
+  CHECK(client.get("a") == "2");  // that error left the connection usable
+
+  CHECK(client.check({"a", "n"}));
+  CHECK_FALSE(client.check({"a", "missing"}));
+  CHECK(client.num_keys() == 3);
+  CHECK(client.delete_key("a"));
+  CHECK_FALSE(client.delete_key("a"));
+  CHECK_FALSE(server.check({"a"}));
+  CHECK(server.num_keys() == 2);
+
+  // compare_set: swaps only on a match; a missing key matches "".
+  CHECK(client.compare_set("cs", "", "first") == "first");
+  CHECK(client.compare_set("cs", "wrong", "second") == "first");
+  CHECK(client.compare_set("cs", "first", "second") == "second");
+  CHECK(server.get("cs") == "second");
+  CHECK(client.compare_set("other", "not-empty", "x") == "");  // missing, no swap
+  CHECK_FALSE(client.check({"other"}));
+}
+
+TEST_CASE("TCPStore get and wait block until the key is set", "[ch05][store]") {
+  TCPStore server(server_options());
+  TCPStore client(client_options(server.port()));
+  std::thread setter([&] {
+    std::this_thread::sleep_for(150ms);
+    TCPStore other(client_options(server.port()));
+    other.set("late", "here");
+    std::this_thread::sleep_for(50ms);
+    other.set("later", "too");
+  });
+  const auto start = std::chrono::steady_clock::now();
+  CHECK(client.get("late", 5s) == "here");
+  CHECK(std::chrono::steady_clock::now() - start >= 100ms);
+  client.wait({"late", "later"}, 5s);
+  CHECK(client.get("later") == "too");
+  setter.join();
+}
+
+TEST_CASE("TCPStore timeouts name the missing keys", "[ch05][store]") {
+  TCPStore server(server_options());
+  TCPStore client(client_options(server.port()));
+  client.set("present", "1");
+  const auto start = std::chrono::steady_clock::now();
+  CHECK_THROWS_WITH(client.get("never-set-key", 200ms),
+                    Catch::Contains("never-set-key") && Catch::Contains("timed out"));
+  const auto waited = std::chrono::steady_clock::now() - start;
+  CHECK(waited >= 190ms);
+  CHECK(waited < 3s);
+  try {
+    client.wait({"present", "missing-1", "missing-2"}, 100ms);
+    FAIL("wait did not time out");
+  } catch (const ddp::Error& e) {
+    const std::string m = e.what();
+    CHECK(m.find("\"missing-1\", \"missing-2\"") != std::string::npos);
+    CHECK(m.find("\"present\"") == std::string::npos);
+  }
+  CHECK(client.get("present") == "1");  // still connected
+}
+
+TEST_CASE("TCPStore counts concurrent adds from 4 processes exactly", "[ch05][store]") {
+  TCPStore server(server_options());
+  const int port = server.port();  // known to the children: they are forked after this
+  const auto codes = ddp::test::run_forked(4, [port](int) {
+    TCPStore client(client_options(port));
+    for (int i = 0; i < 500; ++i) client.add("counter", 1);
+    client.add("finished", 1);
+    return 0;
+  });
+  CHECK(codes == std::vector<int>{0, 0, 0, 0});
+  CHECK(server.get("counter") == "2000");
+  CHECK(server.get("finished") == "4");
+}
+
+TEST_CASE("TCPStore threads may share one client", "[ch05][store]") {
+  TCPStore server(server_options());
+  TCPStore client(client_options(server.port()));
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 200; ++i) client.add("shared", 1);
+    });
+  }
+  for (auto& t : threads) t.join();
+  CHECK(client.get("shared") == "800");
+}
+
+TEST_CASE("TCPStore waits for world_size clients or says how many came", "[ch05][store]") {
+  {
+    TCPStoreOptions o = server_options();
+    o.world_size = 2;
+    o.timeout = 300ms;
+    CHECK_THROWS_WITH(TCPStore(o), Catch::Contains("only 1 of 2 ranks"));
+  }
+  // With a free port picked first, so that the other rank knows it in advance.
+  int port = 0;
+  {
+    ddp::Socket probe = ddp::Socket::listen("127.0.0.1", 0);
+    port = probe.local_port();
+  }
+  std::thread other([port] {
+    TCPStoreOptions o = client_options(port);
+    o.world_size = 2;
+    TCPStore client(o);
+    client.set("hi", "from 1");
+  });
+  TCPStoreOptions o = server_options();
+  o.port = port;
+  o.world_size = 2;
+  TCPStore server(o);  // returns once the other has joined
+  CHECK(server.get("hi", 5s) == "from 1");
+  other.join();
+}
+
+TEST_CASE("TCPStore refuses a client with another job token", "[ch05][store]") {
+  TCPStore server(server_options("job-A"));
+  CHECK_THROWS_WITH(TCPStore(client_options(server.port(), "job-B")),
+                    Catch::Contains("refused") && Catch::Contains("job token mismatch") &&
+                        Catch::Contains("job-B"));
+  TCPStore good(client_options(server.port(), "job-A"));  // the server still serves
+  good.set("k", "v");
+  CHECK(server.get("k") == "v");
+}
+
+TEST_CASE("TCPStore closes only the client that sent an oversized frame", "[ch05][store]") {
+  TCPStore server(server_options());
+  TCPStore client(client_options(server.port()));
+  client.set("before", "1");
+
+  SECTION("a key over 4 KiB") {
+    ddp::Socket raw = raw_connect(server.port());
+    std::string frame = hello("");
+    frame.push_back(1);  // SET
+    put_le(frame, TCPStore::kMaxKeyBytes + 1, 4);
+    raw.send_all(frame.data(), frame.size(), ddp::Socket::Clock::now() + 5s);
+    const std::string reply = read_until_closed(raw);
+    // Handshake OK (status 0, empty message), then ERROR (2) with a message.
+    REQUIRE(reply.size() > 6);
+    CHECK(reply[0] == 0);
+    CHECK(reply[5] == 2);
+    CHECK(reply.find("over the limit") != std::string::npos);
+  }
+  SECTION("a value over 64 MiB, refused from its length alone") {
+    ddp::Socket raw = raw_connect(server.port());
+    std::string frame = hello("");
+    frame.push_back(1);  // SET
+    put_le(frame, 1, 4);
+    frame += "k";
+    put_le(frame, TCPStore::kMaxValueBytes + 1, 8);
+    raw.send_all(frame.data(), frame.size(), ddp::Socket::Clock::now() + 5s);
+    const std::string reply = read_until_closed(raw);
+    CHECK(reply.find("over the limit") != std::string::npos);
+  }
+  SECTION("the client library refuses to send one") {
+    CHECK_THROWS_WITH(client.set("big", std::string(TCPStore::kMaxValueBytes + 1, 'x')),
+                      Catch::Contains("at most"));
+    CHECK_THROWS_WITH(client.get(std::string(TCPStore::kMaxKeyBytes + 1, 'k')),
+                      Catch::Contains("at most"));
+  }
+  client.set("after", "2");
+  CHECK(client.get("before") == "1");
+  TCPStore late(client_options(server.port()));
+  CHECK(late.get("after") == "2");
+}
+
+TEST_CASE("TCPStore survives random bytes from a stranger", "[ch05][store]") {
+  TCPStore server(server_options());
+  TCPStore client(client_options(server.port()));
+  std::mt19937 rng(5);
+  for (int round = 0; round < 5; ++round) {
+    ddp::Socket raw = raw_connect(server.port());
+    std::string junk(1000 + round * 5000, '\0');
+    for (char& c : junk) c = static_cast<char>(rng());
+    // The server may close on the first bytes; a failed send is fine too.
+    try {
+      raw.send_all(junk.data(), junk.size(), ddp::Socket::Clock::now() + 2s);
+    } catch (const ddp::Error&) {
+    }
+    read_until_closed(raw);  // it does close us
+    client.set("round", std::to_string(round));
+  }
+  TCPStore after(client_options(server.port()));
+  CHECK(after.get("round") == "4");
+  CHECK(after.num_keys() == 1);
+}
+
+TEST_CASE("TCPStore client gives up on an empty port within its deadline", "[ch05][store]") {
+  int port = 0;
+  {
+    ddp::Socket probe = ddp::Socket::listen("127.0.0.1", 0);
+    port = probe.local_port();
+  }  // closed: nothing listens there now
+  TCPStoreOptions o = client_options(port);
+  o.timeout = 500ms;
+  const auto start = std::chrono::steady_clock::now();
+  CHECK_THROWS_WITH(TCPStore(o), Catch::Contains("no store server at 127.0.0.1:" +
+                                                 std::to_string(port)) &&
+                                     Catch::Contains("MASTER_ADDR"));
+  const auto waited = std::chrono::steady_clock::now() - start;
+  CHECK(waited >= 400ms);
+  CHECK(waited < 3s);
+}
+
+TEST_CASE("TCPStore clients see the server go away instead of hanging", "[ch05][store]") {
+  auto server = std::make_unique<TCPStore>(server_options());
+  TCPStore client(client_options(server->port()));
+  std::atomic<bool> threw = false;
+  std::thread waiter([&] {
+    try {
+      client.get("never", 20s);
+    } catch (const ddp::Error&) {
+      threw = true;
+    }
+  });
+  std::this_thread::sleep_for(100ms);
+  const auto start = std::chrono::steady_clock::now();
+  server.reset();
+  waiter.join();
+  CHECK(threw);
+  CHECK(std::chrono::steady_clock::now() - start < 5s);
+}

@@ -1,0 +1,395 @@
+// ddprun: starts the ranks of a job on one node and watches over them. Chapter 05.
+//
+//   ddprun --nproc-per-node 4 build/release/bin/ch05_rendezvous --backend tcp
+//
+// The three things a launcher does, each in its own function: tell rank r who it is
+// (rank_environment), start it (start_rank), and supervise the ranks (supervise):
+// prefix their output, forward Ctrl-C, stop them all when one fails. It does not
+// restart failed ranks (torchrun's "elastic" mode) and does not reach other nodes: run
+// one ddprun per node (srun, ssh, pdsh), each with its --node-rank.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tensor/error.hpp"
+#include "tools/ddprun/options.hpp"
+
+extern char** environ;
+
+namespace ddp::run {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// After the first failure (or Ctrl-C) the other ranks get SIGTERM, and this long to
+// exit cleanly (flush logs, close sockets) before SIGKILL.
+constexpr auto kGracePeriod = std::chrono::seconds(10);
+// Once every rank has exited, output still in the pipes is read for at most this long
+// (a rank's own child may hold a pipe open after the rank is gone).
+constexpr auto kDrainTime = std::chrono::seconds(1);
+
+// ---- Who is rank r: its environment ---------------------------------------------------
+
+// The variables that tell a rank who it is, torchrun's names (dist/launch_env.hpp reads
+// them before any other launcher's, so a ddprun inside a SLURM or Open MPI job still
+// wins without unsetting theirs). Global rank = node_rank * nproc_per_node + local rank.
+std::map<std::string, std::string> rank_environment(const Options& o, int local_rank,
+                                                    int master_port) {
+  const int rank = o.node_rank * o.nproc_per_node + local_rank;
+  return {
+      {"RANK", std::to_string(rank)},
+      {"WORLD_SIZE", std::to_string(o.nnodes * o.nproc_per_node)},
+      {"LOCAL_RANK", std::to_string(local_rank)},
+      {"LOCAL_WORLD_SIZE", std::to_string(o.nproc_per_node)},
+      {"GROUP_RANK", std::to_string(o.node_rank)},
+      {"MASTER_ADDR", o.master_addr},
+      {"MASTER_PORT", std::to_string(master_port)},
+  };
+}
+
+// Asks the kernel for a free port: bind port 0 on the master's address, read which port
+// was given, close. There is a small race: between this close and rank 0's bind of the
+// same port, another program could take it; rank 0 then fails with "address in use" and
+// the job can simply be started again. (torchrun picks its port the same way.)
+int pick_free_port(const std::string& address) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const int rc = getaddrinfo(address.c_str(), "0", &hints, &found);
+  DDP_CHECK(rc == 0, "cannot resolve --master-addr '", address, "': ", gai_strerror(rc));
+  const int fd = socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const bool bound = fd >= 0 && bind(fd, found->ai_addr, found->ai_addrlen) == 0;
+  const int bind_errno = errno;
+  freeaddrinfo(found);
+  sockaddr_storage name{};
+  socklen_t length = sizeof(name);
+  const bool named = bound && getsockname(fd, reinterpret_cast<sockaddr*>(&name), &length) == 0;
+  if (fd >= 0) close(fd);
+  DDP_CHECK(named, "cannot bind a port on --master-addr '", address,
+            "': ", std::strerror(bind_errno),
+            "\nhint: on a single node the master address must be this machine's");
+  return name.ss_family == AF_INET6
+             ? ntohs(reinterpret_cast<const sockaddr_in6*>(&name)->sin6_port)
+             : ntohs(reinterpret_cast<const sockaddr_in*>(&name)->sin_port);
+}
+
+// ---- Starting a rank --------------------------------------------------------------------
+
+// One rank, as the supervisor sees it.
+struct Rank {
+  int rank = 0;
+  pid_t pid = -1;
+  int out_fd = -1;  // read ends of the rank's stdout and stderr pipes; -1 once at EOF
+  int err_fd = -1;
+  std::string out_partial;  // bytes after the last newline, waiting for the rest of it
+  std::string err_partial;
+  bool running = true;
+  int status = 0;  // from waitpid, once !running
+};
+
+// fork + exec of PROGRAM with rank r's environment, its stdout and stderr into pipes,
+// stdin from /dev/null (only the foreground process group may read the terminal). The
+// child gets a process group of its own, so that a signal to the rank (kill(-pid))
+// also reaches whatever the rank started.
+Rank start_rank(const Options& o, int local_rank, int master_port) {
+  int out[2], err[2];
+  DDP_CHECK(pipe2(out, O_CLOEXEC) == 0 && pipe2(err, O_CLOEXEC) == 0,
+            "pipe2: ", std::strerror(errno));
+
+  // Everything the child needs is built before fork(): the child should only make
+  // simple system calls between fork and exec (ddprun has one thread, so a few libc
+  // calls on the error path are safe too).
+  std::map<std::string, std::string> vars;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry = *e;
+    const auto eq = entry.find('=');
+    if (eq != std::string::npos) vars[entry.substr(0, eq)] = entry.substr(eq + 1);
+  }
+  for (auto& [key, value] : rank_environment(o, local_rank, master_port)) vars[key] = value;
+  std::vector<std::string> env_strings;
+  for (const auto& [key, value] : vars) env_strings.push_back(key + "=" + value);
+  std::vector<char*> envp, argv;
+  for (auto& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> args = o.program;
+  for (auto& s : args) argv.push_back(s.data());
+  argv.push_back(nullptr);
+
+  // Signals are blocked across fork(): until the child has put back the default
+  // handlers, a SIGTERM meant for it would run ddprun's handler in the child and look,
+  // to the supervisor, like a SIGTERM sent to ddprun itself.
+  sigset_t all, previous;
+  sigfillset(&all);
+  sigprocmask(SIG_BLOCK, &all, &previous);
+  const pid_t pid = fork();
+  if (pid == 0) {  // the child
+    setpgid(0, 0);
+    const int null_fd = open("/dev/null", O_RDONLY);
+    dup2(null_fd, STDIN_FILENO);
+    dup2(out[1], STDOUT_FILENO);  // dup2 clears O_CLOEXEC on the copy
+    dup2(err[1], STDERR_FILENO);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGCHLD, SIG_DFL);
+    signal(SIGPIPE, SIG_DFL);  // an ignored signal would stay ignored across exec
+    sigprocmask(SIG_SETMASK, &previous, nullptr);  // a pending SIGTERM now kills it
+    execvpe(argv[0], argv.data(), envp.data());
+    const char* why = std::strerror(errno);
+    dprintf(STDERR_FILENO, "ddprun: cannot run '%s': %s\n", argv[0], why);
+    _exit(127);  // what a shell answers for "command not found"
+  }
+  const int fork_errno = errno;
+  sigprocmask(SIG_SETMASK, &previous, nullptr);
+  DDP_CHECK(pid >= 0, "fork: ", std::strerror(fork_errno));
+  setpgid(pid, pid);  // also here: whichever runs first, the group exists before kill()
+  close(out[1]);
+  close(err[1]);
+  Rank r;
+  r.rank = o.node_rank * o.nproc_per_node + local_rank;
+  r.pid = pid;
+  r.out_fd = out[0];
+  r.err_fd = err[0];
+  return r;
+}
+
+// ---- Signals, through a pipe --------------------------------------------------------------
+
+// A signal handler may do almost nothing safely; it writes the signal's number into a
+// pipe that the supervise loop polls along with the ranks' output (the "self-pipe
+// trick"). The only global of ddprun, because a handler cannot be given arguments.
+int signal_pipe_write = -1;
+
+void on_signal(int sig) {
+  const int saved = errno;
+  const unsigned char byte = static_cast<unsigned char>(sig);
+  [[maybe_unused]] const ssize_t n = write(signal_pipe_write, &byte, 1);
+  errno = saved;
+}
+
+int install_signal_pipe() {
+  int fds[2];
+  DDP_CHECK(pipe2(fds, O_CLOEXEC | O_NONBLOCK) == 0, "pipe2: ", std::strerror(errno));
+  signal_pipe_write = fds[1];
+  struct sigaction action {};
+  action.sa_handler = on_signal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  for (int sig : {SIGINT, SIGTERM, SIGCHLD}) sigaction(sig, &action, nullptr);
+  // A reader of ddprun's output that goes away (`ddprun ... | head`) must not kill
+  // ddprun before it has stopped the ranks: write() then fails with EPIPE instead.
+  signal(SIGPIPE, SIG_IGN);
+  return fds[0];
+}
+
+// ---- Supervising ------------------------------------------------------------------------
+
+void write_all(int fd, const std::string& text) {
+  std::size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;  // our own stdout is gone; nothing better to do
+    done += static_cast<std::size_t>(n);
+  }
+}
+
+// Reads what is available on `fd` and writes every complete line to `to`, prefixed
+// with "[rank R] ". At EOF the last partial line is written too (with a newline), and
+// fd is closed and set to -1.
+void forward_output(int& fd, std::string& partial, int rank, int to) {
+  char buffer[65536];
+  const ssize_t n = read(fd, buffer, sizeof(buffer));
+  if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
+  const std::string prefix = "[rank " + std::to_string(rank) + "] ";
+  if (n <= 0) {
+    if (!partial.empty()) write_all(to, prefix + partial + "\n");
+    partial.clear();
+    close(fd);
+    fd = -1;
+    return;
+  }
+  partial.append(buffer, static_cast<std::size_t>(n));
+  std::string lines;  // one write for all complete lines: ranks' lines do not interleave
+  std::size_t start = 0;
+  for (std::size_t nl; (nl = partial.find('\n', start)) != std::string::npos; start = nl + 1) {
+    lines += prefix;
+    lines.append(partial, start, nl + 1 - start);
+  }
+  partial.erase(0, start);
+  if (!lines.empty()) write_all(to, lines);
+}
+
+// "exit code 3" or "killed by signal 9 (Killed)", and the code ddprun exits with for it.
+std::string describe_status(int status) {
+  if (WIFSIGNALED(status)) {
+    return "killed by signal " + std::to_string(WTERMSIG(status)) + " (" +
+           strsignal(WTERMSIG(status)) + ")";
+  }
+  return "exit code " + std::to_string(WEXITSTATUS(status));
+}
+int exit_code_of(int status) {
+  return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+}
+
+void signal_all(std::vector<Rank>& ranks, int sig) {
+  for (const Rank& r : ranks) {
+    if (r.running) kill(-r.pid, sig);  // the rank's whole process group
+  }
+}
+
+// The loop of a launcher: until every rank has exited, copy their output (prefixed),
+// reap them, and react. The first rank to fail (non-zero exit, or a signal) makes every
+// other rank get SIGTERM, then SIGKILL after kGracePeriod; SIGINT/SIGTERM sent to
+// ddprun are forwarded the same way. Returns ddprun's exit code (see usage()).
+int supervise(std::vector<Rank>& ranks, int signal_fd, const Options& o) {
+  const Clock::time_point started = Clock::now();
+  std::optional<Clock::time_point> kill_at;     // SIGKILL stragglers then
+  std::optional<Clock::time_point> drain_until;  // all exited: stop reading then
+  std::optional<int> first_failure;             // index into ranks
+  int got_signal = 0;
+  bool timed_out = false;
+
+  const auto stop_everyone = [&] {
+    signal_all(ranks, SIGTERM);
+    if (!kill_at) kill_at = Clock::now() + kGracePeriod;
+  };
+
+  for (;;) {
+    // 1. Wait for output, a signal, or the next deadline.
+    std::vector<pollfd> fds{{signal_fd, POLLIN, 0}};
+    std::vector<std::pair<Rank*, bool>> owners;  // (rank, is stderr) per fds[i + 1]
+    for (Rank& r : ranks) {
+      if (r.out_fd >= 0) fds.push_back({r.out_fd, POLLIN, 0}), owners.emplace_back(&r, false);
+      if (r.err_fd >= 0) fds.push_back({r.err_fd, POLLIN, 0}), owners.emplace_back(&r, true);
+    }
+    if (drain_until && (owners.empty() || Clock::now() >= *drain_until)) break;
+    poll(fds.data(), fds.size(), 100);  // the timeout only paces the deadline checks
+
+    // 2. Output: prefixed and passed on; stdout to stdout, stderr to stderr.
+    for (std::size_t i = 1; i < fds.size(); ++i) {
+      if (fds[i].revents == 0) continue;
+      auto [r, is_err] = owners[i - 1];
+      if (is_err) {
+        forward_output(r->err_fd, r->err_partial, r->rank, STDERR_FILENO);
+      } else {
+        forward_output(r->out_fd, r->out_partial, r->rank, STDOUT_FILENO);
+      }
+    }
+
+    // 3. Signals sent to ddprun: Ctrl-C and SIGTERM go to every rank.
+    if (fds[0].revents != 0) {
+      unsigned char sig = 0;
+      while (read(signal_fd, &sig, 1) == 1) {
+        if (sig == SIGCHLD) continue;  // reaped below
+        if (got_signal == 0) {
+          got_signal = sig;
+          std::fprintf(stderr, "ddprun: got %s, forwarding it to every rank\n", strsignal(sig));
+        }
+        signal_all(ranks, sig);
+        if (!kill_at) kill_at = Clock::now() + kGracePeriod;
+      }
+    }
+
+    // 4. Reap the ranks that exited; the first failure stops the others.
+    for (Rank& r : ranks) {
+      if (!r.running || waitpid(r.pid, &r.status, WNOHANG) != r.pid) continue;
+      r.running = false;
+      const bool failed = !WIFEXITED(r.status) || WEXITSTATUS(r.status) != 0;
+      if (failed && !first_failure && got_signal == 0 && !timed_out) {
+        first_failure = static_cast<int>(&r - ranks.data());
+        std::fprintf(stderr, "ddprun: rank %d (pid %d) failed first: %s; stopping the others\n",
+                     r.rank, static_cast<int>(r.pid), describe_status(r.status).c_str());
+        stop_everyone();
+      }
+    }
+
+    // 5. Deadlines: the job's --timeout, the grace period, the end of draining.
+    const Clock::time_point now = Clock::now();
+    if (o.timeout_s > 0 && !timed_out && !first_failure && got_signal == 0 &&
+        now - started >= std::chrono::seconds(o.timeout_s)) {
+      timed_out = true;
+      std::fprintf(stderr, "ddprun: the job ran past --timeout %d s; stopping every rank\n",
+                   o.timeout_s);
+      stop_everyone();
+    }
+    if (kill_at && now >= *kill_at) {
+      signal_all(ranks, SIGKILL);
+      kill_at = now + kGracePeriod;  // (again, should one survive the first)
+    }
+    const bool all_exited =
+        std::none_of(ranks.begin(), ranks.end(), [](const Rank& r) { return r.running; });
+    if (all_exited && !drain_until) drain_until = now + kDrainTime;
+  }
+
+  for (Rank& r : ranks) {  // pipes some grandchild still holds open
+    if (r.out_fd >= 0) forward_output(r.out_fd, r.out_partial, r.rank, STDOUT_FILENO);
+    if (r.err_fd >= 0) forward_output(r.err_fd, r.err_partial, r.rank, STDERR_FILENO);
+    if (r.out_fd >= 0) close(r.out_fd);
+    if (r.err_fd >= 0) close(r.err_fd);
+  }
+  if (got_signal != 0) return 128 + got_signal;
+  if (timed_out) return 124;
+  if (first_failure) {
+    const Rank& r = ranks[*first_failure];
+    std::fprintf(stderr, "ddprun: rank %d failed first (%s)\n", r.rank,
+                 describe_status(r.status).c_str());
+    return exit_code_of(r.status);
+  }
+  return 0;
+}
+
+int run(const Options& o) {
+  const int signal_fd = install_signal_pipe();
+  const int port = o.master_port != 0 ? o.master_port : pick_free_port(o.master_addr);
+  std::vector<Rank> ranks;
+  for (int local = 0; local < o.nproc_per_node; ++local) {
+    try {
+      ranks.push_back(start_rank(o, local, port));
+    } catch (...) {
+      signal_all(ranks, SIGKILL);  // do not leave half a job behind
+      throw;
+    }
+  }
+  return supervise(ranks, signal_fd, o);
+}
+
+}  // namespace
+}  // namespace ddp::run
+
+int main(int argc, char** argv) {
+  using namespace ddp::run;
+  Options options;
+  try {
+    options = parse_options(argc, argv);
+  } catch (const ddp::Error& e) {
+    const std::string message = e.what();
+    std::fprintf(stderr, "ddprun: %s\n", message.substr(0, message.find('\n')).c_str());
+    return 2;
+  }
+  if (options.help) {
+    std::fputs(usage().c_str(), stdout);
+    return 0;
+  }
+  try {
+    return run(options);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ddprun: error: %s\n", e.what());
+    return 1;
+  }
+}

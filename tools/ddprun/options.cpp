@@ -1,0 +1,100 @@
+// Command-line parsing for ddprun (see options.hpp).
+#include "tools/ddprun/options.hpp"
+
+#include <charconv>
+#include <string_view>
+
+#include "tensor/error.hpp"
+
+namespace ddp::run {
+
+namespace {
+
+int parse_int(std::string_view flag, std::string_view text, int min, int max) {
+  int value = 0;
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  DDP_CHECK(ec == std::errc() && ptr == end && value >= min && value <= max, flag,
+            " expects an integer from ", min, " to ", max, ", got '", text, "'");
+  return value;
+}
+
+}  // namespace
+
+std::string usage() {
+  return R"(usage: ddprun --nproc-per-node N [flags] PROGRAM [ARGS...]
+
+Starts N copies of PROGRAM on this node, one per rank, tells each who it is through
+the environment (RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE GROUP_RANK MASTER_ADDR
+MASTER_PORT), prefixes every line they print with "[rank R] ", and stops them all
+when one fails.
+
+  --nproc-per-node N   ranks on this node (required)
+  --nnodes M           nodes in the job (default 1); run ddprun once per node
+  --node-rank R        this node's index, 0..M-1 (default 0)
+  --master-addr A      where rank 0 listens (default 127.0.0.1)
+  --master-port P      its port; default: a free port, picked on a single node only
+  --timeout S          stop the job after S seconds, and exit with 124 (default: never)
+  --help               this text
+
+Exit code: 0 when every rank succeeded; otherwise the first failing rank's exit code
+(128 + N when it was killed by signal N), 124 after --timeout, 128 + N when ddprun
+itself got signal N (it forwards SIGINT and SIGTERM to every rank), 2 for bad flags.
+)";
+}
+
+Options parse_options(int argc, const char* const* argv) {
+  Options o;
+  bool port_given = false;
+  int i = 1;
+  for (; i < argc; ++i) {
+    std::string_view flag = argv[i];
+    if (flag == "--") {  // everything after is the program
+      ++i;
+      break;
+    }
+    if (!flag.starts_with("-")) break;  // PROGRAM
+    if (flag == "--help" || flag == "-h") {
+      o.help = true;
+      return o;
+    }
+    // --flag=value and --flag value
+    std::string_view value;
+    if (const auto eq = flag.find('='); eq != std::string_view::npos) {
+      value = flag.substr(eq + 1);
+      flag = flag.substr(0, eq);
+    } else {
+      DDP_CHECK(i + 1 < argc, flag, " needs a value (see --help)");
+      value = argv[++i];
+    }
+    if (flag == "--nproc-per-node") {
+      o.nproc_per_node = parse_int(flag, value, 1, 4096);
+    } else if (flag == "--nnodes") {
+      o.nnodes = parse_int(flag, value, 1, 65536);
+    } else if (flag == "--node-rank") {
+      o.node_rank = parse_int(flag, value, 0, 65535);
+    } else if (flag == "--master-addr") {
+      DDP_CHECK(!value.empty(), "--master-addr expects a host name or address, got ''");
+      o.master_addr = value;
+    } else if (flag == "--master-port") {
+      o.master_port = parse_int(flag, value, 1, 65535);
+      port_given = true;
+    } else if (flag == "--timeout") {
+      o.timeout_s = parse_int(flag, value, 1, 1 << 30);
+    } else {
+      DDP_FAIL("unknown flag '", flag, "' (see --help)");
+    }
+  }
+  for (; i < argc; ++i) o.program.emplace_back(argv[i]);
+
+  DDP_CHECK(o.nproc_per_node > 0, "--nproc-per-node N is required (see --help)");
+  DDP_CHECK(!o.program.empty(), "no PROGRAM to run (see --help)");
+  DDP_CHECK(o.node_rank < o.nnodes, "--node-rank ", o.node_rank, " is not below --nnodes ",
+            o.nnodes);
+  // A port picked here would be known to this node only.
+  DDP_CHECK(o.nnodes == 1 || port_given, "--nnodes ", o.nnodes,
+            " needs --master-port (and --master-addr): every node must name the same one");
+  return o;
+}
+
+}  // namespace ddp::run

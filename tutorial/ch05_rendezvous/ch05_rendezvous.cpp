@@ -1,0 +1,117 @@
+// Chapter 05's program: processes that find each other and all-reduce a tensor.
+//
+//   build/release/bin/ddprun --nproc-per-node 4 build/release/bin/ch05_rendezvous
+//   mpirun -np 4 --oversubscribe build/release/bin/ch05_rendezvous --backend mpi
+//
+// Every rank says who it is and which launcher told it (dist/launch_env.hpp); the ranks
+// meet (dist/init.hpp), rank 0 prints the ring schedule of an all-reduce over this many
+// ranks (dist/process_group_tcp.hpp), then all of them all-reduce a tensor whose answer
+// is known in closed form, and time a 4 MiB all-reduce in nccl-tests' units. No model,
+// no autograd: that is chapter 06.
+#include <chrono>
+#include <cstdio>
+#include <exception>
+#include <string>
+#include <string_view>
+
+#include "dist/init.hpp"
+#include "dist/launch_env.hpp"
+#include "dist/process_group_tcp.hpp"
+#include "tensor/error.hpp"
+#include "tensor/tensor.hpp"
+
+namespace {
+
+// The ring schedule for `size` ranks, as the table in the chapter page: at each step,
+// which chunk every rank sends to its right neighbour ("r" = reduce into the receiver's
+// copy, "c" = copy over it).
+void print_ring_schedule(int size) {
+  std::printf("ring all-reduce over %d ranks: chunk sent by each rank at each step\n", size);
+  std::printf("  step |");
+  for (int r = 0; r < size; ++r) std::printf(" rank %d |", r);
+  std::printf("\n");
+  for (int step = 0; step < 2 * (size - 1); ++step) {
+    std::printf("  %4d |", step);
+    for (int r = 0; r < size; ++r) {
+      const ddp::RingStep s = ddp::ring_all_reduce_step(r, size, step);
+      std::printf("   %d %s  |", s.send_chunk, s.reduce ? "r" : "c");
+    }
+    std::printf("%s\n", step == size - 2 ? "   <- reduce-scatter done" : "");
+  }
+}
+
+int run(int argc, char** argv) {
+  std::string backend = "tcp";
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--backend" && i + 1 < argc) {
+      backend = argv[++i];
+    } else {
+      std::fprintf(stderr, "usage: %s [--backend tcp|mpi]\n", argv[0]);
+      return 2;
+    }
+  }
+
+  // 1. Who am I? Read from whichever launcher started us.
+  const ddp::LaunchEnv env = ddp::discover_launch_env();
+  std::printf("%s\n", env.describe().c_str());
+  std::fflush(stdout);
+
+  // 2. Meet the others: rank 0 serves a TCPStore at MASTER_ADDR:MASTER_PORT, everyone
+  //    connects, and the backend wires itself up through it.
+  ddp::InitOptions options;
+  options.backend = backend;
+  options.timeout = std::chrono::seconds(60);
+  auto group = ddp::init_process_group(options);
+  const int rank = group->rank();
+  const int world = group->size();
+
+  if (rank == 0) print_ring_schedule(world);
+
+  // 3. A collective whose answer we know: every rank contributes rank + 1, so each
+  //    element of the sum is 1 + 2 + ... + world = world (world + 1) / 2.
+  ddp::Tensor t = ddp::full({10}, rank + 1.0);
+  group->all_reduce(t, ddp::ReduceOp::Sum)->wait();
+  const float expected = world * (world + 1) / 2.0f;
+  for (float v : t.to_vector<float>()) {
+    DDP_CHECK(v == expected, "rank ", rank, ": all_reduce gave ", v, ", expected ", expected);
+  }
+  if (rank == 0) std::printf("all_reduce(sum) of rank+1 over %d ranks = %g, as expected\n",
+                             world, static_cast<double>(expected));
+
+  // 4. How fast? 4 MiB of float32, a few times; nccl-tests' definitions:
+  //    algbw = bytes / time, busbw = algbw * 2 (world - 1) / world.
+  ddp::Tensor big = ddp::ones({1 << 20});
+  group->all_reduce(big)->wait();  // warm-up
+  group->barrier()->wait();
+  constexpr int kIters = 10;
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < kIters; ++i) group->all_reduce(big)->wait();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / kIters;
+  if (rank == 0) {
+    const double bytes = 4.0 * (1 << 20);
+    const double algbw = bytes / seconds / 1e9;
+    std::printf("all_reduce of 4 MiB (%s): %.0f us, algbw %.2f GB/s, busbw %.2f GB/s\n",
+                group->backend_name().c_str(), seconds * 1e6, algbw,
+                algbw * 2.0 * (world - 1) / world);
+  }
+
+  // 5. Leave together: nobody tears down its sockets while a peer still talks to it.
+  group->barrier()->wait();
+  if (rank == 0) std::printf("ok: %d ranks met, reduced and left together\n", world);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    // The group's destructor has closed our sockets, so peers waiting on us fail fast
+    // instead of hanging until their timeout.
+    std::fprintf(stderr, "ch05_rendezvous: %s\n", e.what());
+    return 1;
+  }
+}
