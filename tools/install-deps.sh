@@ -21,6 +21,9 @@ PACKAGES=(
   openmpi-bin      # mpirun (chapters 05-07)
   libopenmpi-dev   # MPI headers and libraries
   catch2           # the test framework (v2, catch2/catch.hpp)
+  slurm-wlm        # slurmctld + slurmd: the local cluster the launch scripts are tested on
+  munge            # SLURM's authentication daemon (tools/local-cluster.sh runs its own)
+  slurm-wlm-torque # qsub/qstat wrappers: the .pbs launch scripts run on that same cluster
 )
 readonly CMAKE_MIN=3.25
 

@@ -1,0 +1,73 @@
+# shellcheck shell=bash
+# launch/common.sh -- sourced (not run) by every launch script, after its scheduler
+# directives: loads modules, finds the build, and settles the job's master address and
+# port. Chapter 00; launch/README.md explains the launch methods that use it.
+# It starts nothing itself: each script says which launcher starts which program.
+#
+# Settings (environment variables; export them before sbatch/qsub, which pass the
+# environment on to the job, or edit the defaults here):
+#   DDP_ROOT     the repository                       [the folder this file is in, minus launch/]
+#   DDP_BUILD    the build tree whose bin/ is used     [$DDP_ROOT/build/release]
+#   DDP_MODULES  environment modules to load first, e.g. "gcc/12 cmake openmpi cuda/12.4"
+#                (nothing is loaded when empty or when there is no `module` command) [""]
+#   MASTER_ADDR  where rank 0 listens                  [first host of the job]
+#   MASTER_PORT  the job's one rendezvous port         [20000 + job id % 10000]
+# Partition, account and GPUs are the scheduler's own variables, read by sbatch itself:
+#   SBATCH_PARTITION, SBATCH_ACCOUNT, SBATCH_GPUS_PER_NODE (or -p/-A/--gpus-per-node).
+
+# ---- Modules -------------------------------------------------------------------------
+if [[ -n ${DDP_MODULES:-} ]] && command -v module >/dev/null 2>&1; then
+  # shellcheck disable=SC2086  # a list of module names
+  module load $DDP_MODULES
+fi
+
+# ---- The build -----------------------------------------------------------------------
+DDP_ROOT=${DDP_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
+DDP_BUILD=${DDP_BUILD:-$DDP_ROOT/build/release}
+DDP_BIN=$DDP_BUILD/bin
+if [[ ! -d $DDP_BIN ]]; then
+  echo "launch: no programs in $DDP_BIN (DDP_BUILD=$DDP_BUILD)" >&2
+  echo "hint: build first (cmake --preset release && cmake --build --preset release)," >&2
+  echo "      or export DDP_BUILD=<your build folder> before sbatch/qsub/mpirun" >&2
+  exit 2
+fi
+export DDP_ROOT DDP_BUILD DDP_BIN
+
+# ddp_program NAME: the path of program NAME in the build, or exit with a hint.
+ddp_program() {
+  if [[ ! -x $DDP_BIN/$1 ]]; then
+    echo "launch: $DDP_BIN/$1 does not exist or is not executable" >&2
+    echo "hint: cmake --build $DDP_BUILD --target $1   (or check DDP_BUILD)" >&2
+    exit 2
+  fi
+  echo "$DDP_BIN/$1"
+}
+
+# ---- The job's hosts, master address and port ----------------------------------------
+# The hosts in launch order. SLURM: the allocation's hostlist ("node[1-2]") expanded by
+# scontrol. PBS: $PBS_NODEFILE has one line per slot, so a host appears once per rank.
+# Plain mpirun: the hostfile's first column, or this machine alone.
+if [[ -n ${SLURM_JOB_NODELIST:-} ]]; then
+  DDP_HOSTS=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | paste -sd' ')
+  DDP_JOB_ID=$SLURM_JOB_ID
+elif [[ -n ${PBS_NODEFILE:-} && -r ${PBS_NODEFILE:-} ]]; then
+  DDP_HOSTS=$(awk '!seen[$1]++ { print $1 }' "$PBS_NODEFILE" | paste -sd' ')
+  DDP_JOB_ID=${PBS_JOBID%%.*}
+elif [[ -n ${DDP_HOSTFILE:-} ]]; then
+  DDP_HOSTS=$(awk '!/^#/ && NF && !seen[$1]++ { print $1 }' "$DDP_HOSTFILE" | paste -sd' ')
+  DDP_JOB_ID=$$
+else
+  DDP_HOSTS=127.0.0.1   # one machine: rank 0 listens on loopback
+  DDP_JOB_ID=$$
+fi
+# Rank 0 runs on the first host of the list (srun, mpirun and ddprun all place ranks in
+# host order), so that host is where the rendezvous store listens.
+export MASTER_ADDR=${MASTER_ADDR:-${DDP_HOSTS%% *}}
+# One port for the whole job, derived from the job id so that two jobs sharing a node
+# do not collide. Every rank must see the same number: it is fixed here, in the batch
+# script, and reaches the ranks through the environment.
+export MASTER_PORT=${MASTER_PORT:-$((20000 + ${DDP_JOB_ID:-0} % 10000))}
+export DDP_HOSTS
+
+echo "launch: job ${DDP_JOB_ID:-?} on ${DDP_HOSTS}; master ${MASTER_ADDR}:${MASTER_PORT};" \
+     "programs from $DDP_BIN"

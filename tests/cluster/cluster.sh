@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Starts or stops the local SLURM cluster for the cluster tests (ctest fixture
+# `cluster`): tools/local-cluster.sh with a state folder and ports of this build tree's
+# own, so two build trees never share a cluster. Chapter 00 (label `cluster`).
+#
+#   cluster.sh start|stop       (LOCAL_SLURM_DIR and the ports come from CMake)
+# Exits 77 (ctest: Skipped) when SLURM is not installed or we are not root.
+set -uo pipefail
+: "${DDP_ROOT:?}" "${LOCAL_SLURM_DIR:?}"
+
+if ! command -v slurmctld >/dev/null || ! command -v munged >/dev/null; then
+  echo "SLURM/munge not installed (tools/install-deps.sh installs them): skipping"
+  exit 77
+fi
+if (($(id -u) != 0)); then
+  echo "the local cluster runs its daemons as root; not root: skipping"
+  exit 77
+fi
+
+case ${1:-} in
+  start)
+    # A clean slate each time: no state, queue or job records from an earlier run.
+    "$DDP_ROOT/tools/local-cluster.sh" stop >/dev/null 2>&1
+    rm -rf "$LOCAL_SLURM_DIR"
+    "$DDP_ROOT/tools/local-cluster.sh" start
+    ;;
+  stop)
+    rc=0
+    "$DDP_ROOT/tools/local-cluster.sh" stop || rc=$?
+    ((rc == 0)) || tail -n 20 "$LOCAL_SLURM_DIR"/log/*.log
+    exit $rc
+    ;;
+  *) echo "usage: cluster.sh start|stop" >&2; exit 2 ;;
+esac

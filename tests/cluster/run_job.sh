@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# The cluster tests' harness: runs one launch script the way a participant would, shows
+# its whole log, and checks exit code and output. Chapter 00 (label `cluster`).
+#
+#   run_job.sh METHOD SCRIPT CHECK [CHECK ARGS...]
+#     METHOD  sbatch  `sbatch --wait SCRIPT` on the local cluster (its exit code = the job's)
+#             qsub    `qsub SCRIPT`, then wait for the job in the cluster's jobcomp log
+#             direct  `bash SCRIPT` (the .mpirun.sh scripts)
+#     CHECK   line PATTERN...          each regex PATTERN matches some line of the log
+#             train                    ddp-train's `final:` line is there
+#             hello RANKS LAUNCHER HOST...  rank 0's table: RANKS rows, ranks 0..RANKS-1
+#                                      once each, placed in blocks on the HOSTs in order,
+#                                      all set up by LAUNCHER; ddp-doctor said OK first
+#                                      (HOST "." = this machine's host name)
+# Environment: DDP_ROOT (repository), DDP_BUILD (build tree), LOCAL_SLURM_DIR (the
+# cluster started by cluster.sh); anything else the job needs (DDP_LAUNCH, DDP_TRAIN_ARGS)
+# is exported by ctest and reaches the job with the rest of the environment.
+# Exits 0 on success, 77 when SLURM is not installed (ctest: Skipped), 1 otherwise.
+set -uo pipefail
+
+method=$1 script=$2 check=$3
+what="$*"
+shift 3
+: "${DDP_ROOT:?}" "${DDP_BUILD:?}"
+export DDP_ROOT DDP_BUILD
+readonly job_timeout=240   # seconds; below the ctest TIMEOUT, so a hang is reported here
+
+fail() {
+  echo "FAIL: $*"
+  exit 1
+}
+
+# ---- Run the job --------------------------------------------------------------------
+scratch=$(mktemp -d "${TMPDIR:-/tmp}/ddp-job.XXXXXX")
+trap 'rm -rf "$scratch"' EXIT
+log=$scratch/job.log
+
+if [[ $method != direct ]]; then
+  if ! command -v sbatch >/dev/null || ! command -v slurmctld >/dev/null; then
+    echo "SLURM is not installed (tools/install-deps.sh installs it): skipping"
+    exit 77
+  fi
+  if (($(id -u) != 0)); then
+    echo "the local cluster runs as root only (cluster.sh skipped it): skipping"
+    exit 77
+  fi
+  [[ -r $LOCAL_SLURM_DIR/env.sh ]] ||
+    fail "no local cluster in $LOCAL_SLURM_DIR (the fixture test 'cluster: start' starts it)"
+  # shellcheck disable=SC1091  # SLURM_CONF and Open MPI's root/loopback variables
+  source "$LOCAL_SLURM_DIR/env.sh"
+else
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fi
+
+cd "$DDP_ROOT" || fail "cannot cd to $DDP_ROOT"   # the submit folder, as for a participant
+start=$(date +%s)
+case $method in
+  sbatch)
+    # --output on the command line beats the script's #SBATCH --output.
+    timeout "$job_timeout" sbatch --wait --output="$log" "$script" >"$scratch/submit" 2>&1
+    rc=$?
+    cat "$scratch/submit"
+    ;;
+  qsub)
+    # qsub returns at once with the job id; the job's end state is in the jobcomp log.
+    job_id=$(qsub -j oe -o "$log" "$script" 2>&1) || fail "qsub failed: $job_id"
+    echo "qsub: job $job_id"
+    [[ $job_id =~ ^[0-9]+$ ]] || fail "qsub printed '$job_id', not a job id"
+    rc=
+    for ((waited = 0; waited < job_timeout * 5; ++waited)); do
+      record=$(grep "^JobId=$job_id " "$LOCAL_SLURM_DIR/log/jobcomp.log" 2>/dev/null)
+      if [[ -n $record ]]; then
+        echo "jobcomp: $record"
+        exit_code=$(sed -n 's/.* ExitCode=\([0-9]*\):\([0-9]*\).*/\1 \2/p' <<<"$record")
+        read -r code signal <<<"$exit_code"
+        rc=$((signal != 0 ? 128 + signal : code))
+        break
+      fi
+      sleep 0.2
+    done
+    [[ -n $rc ]] || { scancel "$job_id"; rc=124; }
+    ;;
+  direct)
+    timeout "$job_timeout" bash "$script" >"$log" 2>&1
+    rc=$?
+    ;;
+  *) fail "unknown method '$method' (sbatch, qsub or direct)" ;;
+esac
+
+echo "---- job log: $method $script (exit code $rc, $(($(date +%s) - start)) s) ----"
+cat "$log" 2>/dev/null || echo "(no log written)"
+echo "---- end of job log ----"
+((rc != 124)) || fail "$script did not finish within ${job_timeout} s"
+((rc == 0)) || fail "$script exited with code $rc"
+
+# ---- Check its output ----------------------------------------------------------------
+# ddprun prefixes every line of rank R with "[rank R] "; the checks read the lines without.
+sed -E 's/^\[rank [0-9]+\] //' "$log" >"$scratch/lines"
+log=$scratch/lines
+case $check in
+  line)
+    for pattern in "$@"; do
+      grep -Eq -- "$pattern" "$log" || fail "no line of the log matches '$pattern'"
+    done
+    ;;
+  train)
+    grep -Eq '^final: test accuracy [0-9.]+% \([0-9]+/[0-9]+ after epoch [0-9]+\)' "$log" ||
+      fail "ddp-train's 'final:' line is missing"
+    ;;
+  hello)
+    ranks=$1 launcher=$2
+    shift 2
+    hosts=("${@/#./$(hostname)}")
+    per_host=$((ranks / ${#hosts[@]}))
+    grep -Eq "^ddp-doctor: OK: all $ranks ranks" "$log" || fail "ddp-doctor did not say OK"
+    [[ $(grep -c "^hello from rank [0-9]* of $ranks " "$log") == "$ranks" ]] ||
+      fail "expected $ranks 'hello from rank r of $ranks' lines"
+    grep -Eq "^hello, cluster: $ranks ranks" "$log" || fail "rank 0's table header is missing"
+    # The table rows: rank, local/size, node, host, launcher, pid.
+    rows=$(sed -n '/^hello, cluster:/,$p' "$log" |
+           awk '$1 ~ /^[0-9]+$/ && $2 ~ /^[0-9]+\/[0-9]+$/ { print $1, $4, $5 }')
+    [[ $(wc -l <<<"$rows") == "$ranks" ]] || fail "expected $ranks table rows, got: $rows"
+    for ((r = 0; r < ranks; ++r)); do
+      want="$r ${hosts[r / per_host]} $launcher"
+      grep -qx "$want" <<<"$rows" || fail "no table row '$want' (rank host launcher)"
+    done
+    ;;
+  *) fail "unknown check '$check'" ;;
+esac
+echo "PASS: $what"

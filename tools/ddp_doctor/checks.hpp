@@ -1,0 +1,44 @@
+// What ddp-doctor checks, as plain functions over the reports the ranks send to rank 0:
+// no I/O, no sockets, so the tests can feed them made-up jobs. Chapter 00 (cluster
+// section); the program around them is tools/ddp_doctor/main.cpp.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace ddp::doctor {
+
+// What one rank says about itself.
+struct RankReport {
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  int local_world_size = 1;
+  std::string host;
+  std::string launcher;  // "slurm", "openmpi", "torchrun", ... (to_string(Launcher))
+  std::string device;    // "cpu" or "cuda:N", the device this rank would train on
+  std::string gpu;       // the physical GPU behind `device` ("3"), "" on the CPU
+  long connect_ms = 0;   // time to reach the master's store
+};
+
+// One line, tab-separated, and back. decode throws ddp::Error on a malformed line.
+std::string encode(const RankReport& report);
+RankReport decode(const std::string& line);
+
+// The physical GPU behind local device `index`: the index-th entry of SLURM_STEP_GPUS
+// (Slurm's own numbering, unaffected by cgroups) or of CUDA_VISIBLE_DEVICES, else the
+// index itself. Both lists are passed in ("" when unset).
+std::string physical_gpu(int index, const std::string& slurm_step_gpus,
+                         const std::string& cuda_visible_devices);
+
+// Everything wrong with a job, one message per problem (each with a "hint:" where a
+// fix is known); empty when the job is fine. `reports` are rank 0's view: one per rank
+// 0..world_size-1 of rank 0, in rank order. Checks: every rank agrees on the world size
+// and the launcher; no host has a local rank twice; no two ranks on one host use the
+// same GPU.
+std::vector<std::string> find_problems(const std::vector<RankReport>& reports);
+
+// The table rank 0 prints, header included.
+std::string format_table(const std::vector<RankReport>& reports);
+
+}  // namespace ddp::doctor

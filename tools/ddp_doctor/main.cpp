@@ -1,0 +1,144 @@
+// ddp-doctor: the preflight every multi-rank launch script runs before the real program,
+// under the same launcher. Chapter 00 (cluster section); launch/README.md.
+//
+// Each rank works out who it is (dist/launch_env.hpp) and which device it would use,
+// reaches the master's TCPStore within --timeout seconds, and sends rank 0 a report;
+// rank 0 checks them all (checks.hpp), prints one table and the verdict, and every rank
+// exits 0 (all good) or 1 (with the problem and a hint). It trains nothing.
+//
+//   srun build/release/bin/ddp-doctor [--timeout SECONDS]
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dist/launch_env.hpp"
+#include "dist/tcp_store.hpp"
+#include "tensor/cuda/device_info.hpp"
+#include "tensor/error.hpp"
+#include "tools/ddp_doctor/checks.hpp"
+
+namespace {
+
+using ddp::doctor::RankReport;
+
+std::string host_name() {
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0) return "?";
+  return name;
+}
+
+std::string env_or_empty(const char* name) {
+  const char* value = std::getenv(name);
+  return value ? value : "";
+}
+
+// The device a training program would pick: cuda:<local rank> when GPUs are visible.
+// Throws when this rank's local rank has no GPU of its own.
+void choose_device(RankReport& report) {
+  const int gpus = ddp::cuda::device_count();
+  if (gpus == 0) {
+    report.device = "cpu";
+    return;
+  }
+  DDP_CHECK(report.local_rank < gpus, "rank ", report.rank, " on ", report.host,
+            " has local rank ", report.local_rank, " but sees only ", gpus, " GPU(s)",
+            "\nhint: ask for as many GPUs per node as tasks per node (--gpus-per-node), or"
+            " check CUDA_VISIBLE_DEVICES=", env_or_empty("CUDA_VISIBLE_DEVICES"));
+  report.device = "cuda:" + std::to_string(report.local_rank);
+  report.gpu = ddp::doctor::physical_gpu(report.local_rank, env_or_empty("SLURM_STEP_GPUS"),
+                                         env_or_empty("CUDA_VISIBLE_DEVICES"));
+}
+
+int run(int argc, char** argv) {
+  std::chrono::seconds timeout{30};
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    DDP_CHECK(arg == "--timeout" && i + 1 < argc, "usage: ddp-doctor [--timeout SECONDS]");
+    timeout = std::chrono::seconds(std::atoi(argv[++i]));
+  }
+  const ddp::LaunchEnv env = ddp::discover_launch_env();
+  RankReport me;
+  me.rank = env.rank;
+  me.world_size = env.world_size;
+  me.local_rank = env.local_rank;
+  me.local_world_size = env.local_world_size;
+  me.host = host_name();
+  me.launcher = ddp::to_string(env.launcher);
+  choose_device(me);
+
+  // Reaching the master: rank 0 listens on MASTER_ADDR:MASTER_PORT, the others connect;
+  // the constructor returns once all world_size ranks are in, or throws (with a hint)
+  // after the timeout saying how many made it.
+  const auto options = ddp::TCPStoreOptions::for_rank(
+      env.master_addr, env.master_port, env.rank, env.world_size, timeout);
+  const auto start = std::chrono::steady_clock::now();
+  std::unique_ptr<ddp::TCPStore> connected;
+  try {
+    connected = std::make_unique<ddp::TCPStore>(options);
+  } catch (const ddp::Error& e) {
+    DDP_FAIL("rank ", me.rank, "/", me.world_size, " (", me.launcher, ") could not ",
+             me.rank == 0 ? "serve" : "reach", " the master's store at ", env.master_addr, ":",
+             env.master_port, ":\n", e.what(),
+             "\nhint (ddp-doctor): a second rank 0, or ranks missing, usually means the "
+             "launcher ran twice per slot (srun + ddprun needs --ntasks-per-node=1); a port in "
+             "use may be another job's: set MASTER_PORT");
+  }
+  ddp::TCPStore& store = *connected;
+  me.connect_ms = static_cast<long>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                        std::chrono::steady_clock::now() - start)
+                                        .count());
+  store.set("doctor/report/" + std::to_string(me.rank), ddp::doctor::encode(me));
+
+  if (me.rank != 0) {
+    // Wait for rank 0's verdict, so that every rank exits with the same code.
+    const std::string verdict = store.get("doctor/verdict");
+    store.set("doctor/read/" + std::to_string(me.rank), "");
+    if (verdict == "ok") return 0;
+    std::fprintf(stderr, "ddp-doctor: rank %d on %s: rank 0 found problems (see its output)\n",
+                 me.rank, me.host.c_str());
+    return 1;
+  }
+
+  std::vector<RankReport> reports;
+  for (int r = 0; r < env.world_size; ++r) {
+    reports.push_back(ddp::doctor::decode(store.get("doctor/report/" + std::to_string(r))));
+  }
+  const std::vector<std::string> problems = ddp::doctor::find_problems(reports);
+  std::printf("ddp-doctor: %d rank(s), master %s:%d%s%s\n%s", env.world_size,
+              env.master_addr.c_str(), env.master_port, env.job_id.empty() ? "" : ", job ",
+              env.job_id.c_str(), ddp::doctor::format_table(reports).c_str());
+  if (problems.empty()) {
+    std::printf("ddp-doctor: OK: all %d ranks reached %s:%d, agree on world size %d and"
+                " launcher %s, no GPU shared\n",
+                env.world_size, env.master_addr.c_str(), env.master_port, env.world_size,
+                me.launcher.c_str());
+    std::fflush(stdout);
+    store.set("doctor/verdict", "ok");
+  } else {
+    for (const std::string& p : problems) std::printf("ddp-doctor: PROBLEM: %s\n", p.c_str());
+    std::fflush(stdout);
+    store.set("doctor/verdict", "problems");
+  }
+  // The server lives in this process: it must outlive every rank's read of the verdict.
+  std::vector<std::string> read_keys;
+  for (int r = 1; r < env.world_size; ++r) read_keys.push_back("doctor/read/" + std::to_string(r));
+  store.wait(read_keys);
+  return problems.empty() ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ddp-doctor on %s: %s\n", host_name().c_str(), e.what());
+    return 1;
+  }
+}
