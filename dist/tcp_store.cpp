@@ -152,6 +152,7 @@ TCPStoreOptions TCPStoreOptions::for_rank(std::string host, int port, int rank,
   o.port = port;
   o.is_server = rank == 0;
   o.world_size = world_size;  // rank 0 returns once everyone has connected
+  o.rank = rank;
   o.timeout = timeout;
   o.job_token = default_job_token();
   return o;
@@ -559,20 +560,59 @@ TCPStore::TCPStore(TCPStoreOptions options) : options_(std::move(options)) {
              "\nhint: all ranks of one job must share the job token (DDP_JOB_TOKEN, "
              "SLURM_JOB_ID or PBS_JOBID); is another job using this port?");
   }
-  if (options_.world_size > 0) {
-    const std::int64_t joined = add("__ddp/store/joined", 1);
-    if (joined == options_.world_size) set("__ddp/store/all_joined", "1");
-    if (options_.is_server) {
-      try {
-        wait({"__ddp/store/all_joined"}, options_.timeout);
-      } catch (const Error&) {
-        DDP_FAIL("only ", get("__ddp/store/joined", std::chrono::milliseconds(0)), " of ",
-                 options_.world_size, " ranks connected to the store at ",
-                 format_address(options_.host, port_), " within ",
-                 options_.timeout.count(), " ms\n",
-                 "hint: did every rank start, with the same MASTER_ADDR/MASTER_PORT?");
-      }
+  if (options_.world_size > 0) join_job();
+}
+
+// Note [Joining the store]
+// ------------------------
+// With a world size, the constructor is also the job's first headcount. Rank 0 posts
+// the world size it was started with; every other rank reads it and compares it with
+// its own before it counts itself in, so "rank 0 thinks 2, rank 1 thinks 3" is an error
+// on both sides (the disagreeing rank posts why, and rank 0 reports it) instead of a
+// timeout about a neighbour that never connected. Each rank also marks itself present,
+// so that rank 0's timeout error can name the ranks that are missing.
+void TCPStore::join_job() {
+  const std::string world = std::to_string(options_.world_size);
+  const std::string me = options_.rank >= 0 ? "rank " + std::to_string(options_.rank)
+                                            : std::string("a client");
+  if (options_.is_server) {
+    set("__ddp/store/world_size", world);
+  } else {
+    const std::string expected = get("__ddp/store/world_size", options_.timeout);
+    if (expected != world) {
+      const std::string why = me + " was started with world size " + world +
+                              ", but rank 0 with " + expected;
+      set("__ddp/store/mismatch", why);
+      DDP_FAIL(why, " (store at ", format_address(options_.host, port_), ")\n",
+               "hint: every rank must see the same WORLD_SIZE / SLURM_NTASKS / -np");
     }
+  }
+  if (options_.rank >= 0) set("__ddp/store/present/" + std::to_string(options_.rank), "1");
+  const std::int64_t joined = add("__ddp/store/joined", 1);
+  if (joined == options_.world_size) set("__ddp/store/all_joined", "1");
+  if (!options_.is_server) return;
+
+  // Rank 0 waits for everyone, looking out for a rank that disagreed.
+  const auto deadline = Clock::now() + options_.timeout;
+  while (!check({"__ddp/store/all_joined"})) {
+    if (check({"__ddp/store/mismatch"})) {
+      DDP_FAIL(get("__ddp/store/mismatch", std::chrono::milliseconds(0)),
+               "\nhint: every rank must see the same WORLD_SIZE / SLURM_NTASKS / -np");
+    }
+    if (Clock::now() >= deadline) {
+      std::string missing;
+      for (int r = 0; options_.rank >= 0 && r < options_.world_size; ++r) {
+        if (!check({"__ddp/store/present/" + std::to_string(r)})) {
+          missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+        }
+      }
+      DDP_FAIL("only ", get("__ddp/store/joined", std::chrono::milliseconds(0)), " of ",
+               options_.world_size, " ranks connected to the store at ",
+               format_address(options_.host, port_), " within ", options_.timeout.count(),
+               " ms", missing.empty() ? "" : "; missing: rank(s) " + missing, "\n",
+               "hint: did every rank start, with the same MASTER_ADDR/MASTER_PORT?");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
 }
 

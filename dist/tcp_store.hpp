@@ -28,6 +28,10 @@ struct TCPStoreOptions {
   // > 0: the constructor returns only once this many clients (the server's own
   // included) have connected, or throws after `timeout` saying how many did.
   int world_size = -1;
+  // This client's rank, when known: rank 0's timeout error then names the ranks that
+  // never connected. With world_size > 0, every client also checks that it was started
+  // with rank 0's world size.
+  int rank = -1;
   std::chrono::milliseconds timeout{Store::kDefaultTimeout};  // connect and every wait
   // Both sides must agree; a client with another token is refused. "" = no check.
   // default_job_token() reads it from the environment.
@@ -84,6 +88,8 @@ class TCPStore final : public Store {
   // Sends a request, reads its whole reply; throws ddp::Error on an ERROR reply or a
   // lost connection. Thread-safe: one request in flight at a time.
   Reply round_trip(const Request& request, std::chrono::milliseconds reply_timeout);
+  // The headcount of a job with a world size (Note [Joining the store]).
+  void join_job();
   void check_key(const std::string& key) const;
   std::string where() const;  // "TCPStore client of 127.0.0.1:29500"
 

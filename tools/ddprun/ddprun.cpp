@@ -42,6 +42,11 @@ constexpr auto kGracePeriod = std::chrono::seconds(10);
 // Once every rank has exited, output still in the pipes is read for at most this long
 // (a rank's own child may hold a pipe open after the rank is gone).
 constexpr auto kDrainTime = std::chrono::seconds(1);
+// When a rank fails, others that it took down with it (their sockets closed) may exit
+// within microseconds, even before the kernel has finished reaping the rank that
+// really died. Failures seen within this window count as simultaneous, and among them
+// a rank killed by a signal is blamed before one that exited with an error.
+constexpr auto kBlameWindow = std::chrono::milliseconds(250);
 
 // ---- Who is rank r: its environment ---------------------------------------------------
 
@@ -254,20 +259,38 @@ void signal_all(std::vector<Rank>& ranks, int sig) {
 }
 
 // The loop of a launcher: until every rank has exited, copy their output (prefixed),
-// reap them, and react. The first rank to fail (non-zero exit, or a signal) makes every
-// other rank get SIGTERM, then SIGKILL after kGracePeriod; SIGINT/SIGTERM sent to
-// ddprun are forwarded the same way. Returns ddprun's exit code (see usage()).
+// reap them, and react. The first rank to fail (non-zero exit, or a signal; kBlameWindow
+// says which when several fail at once) makes every other rank get SIGTERM, then SIGKILL
+// after kGracePeriod; SIGINT/SIGTERM sent to ddprun are forwarded the same way. Returns ddprun's exit code (see usage()).
 int supervise(std::vector<Rank>& ranks, int signal_fd, const Options& o) {
   const Clock::time_point started = Clock::now();
   std::optional<Clock::time_point> kill_at;     // SIGKILL stragglers then
   std::optional<Clock::time_point> drain_until;  // all exited: stop reading then
   std::optional<int> first_failure;             // index into ranks
+  std::vector<int> failures;                    // in the order they were reaped
+  std::optional<Clock::time_point> blame_at;    // decide who failed first then
   int got_signal = 0;
   bool timed_out = false;
 
   const auto stop_everyone = [&] {
     signal_all(ranks, SIGTERM);
     if (!kill_at) kill_at = Clock::now() + kGracePeriod;
+  };
+  // Picks the rank to blame among the failures of the first kBlameWindow (a signal
+  // death first, see kBlameWindow), says so, and stops the others.
+  const auto blame = [&] {
+    const auto killed = std::find_if(failures.begin(), failures.end(),
+                                     [&](int i) { return WIFSIGNALED(ranks[i].status); });
+    first_failure = killed != failures.end() ? *killed : failures.front();
+    const Rank& r = ranks[*first_failure];
+    std::fprintf(stderr, "ddprun: rank %d (pid %d) failed first: %s; stopping the others\n",
+                 r.rank, static_cast<int>(r.pid), describe_status(r.status).c_str());
+    for (int i : failures) {
+      if (i == *first_failure) continue;
+      std::fprintf(stderr, "ddprun: rank %d also failed: %s\n", ranks[i].rank,
+                   describe_status(ranks[i].status).c_str());
+    }
+    stop_everyone();
   };
 
   for (;;) {
@@ -279,7 +302,7 @@ int supervise(std::vector<Rank>& ranks, int signal_fd, const Options& o) {
       if (r.err_fd >= 0) fds.push_back({r.err_fd, POLLIN, 0}), owners.emplace_back(&r, true);
     }
     if (drain_until && (owners.empty() || Clock::now() >= *drain_until)) break;
-    poll(fds.data(), fds.size(), 100);  // the timeout only paces the deadline checks
+    poll(fds.data(), fds.size(), blame_at && !first_failure ? 10 : 100);  // paces the checks
 
     // 2. Output: prefixed and passed on; stdout to stdout, stderr to stderr.
     for (std::size_t i = 1; i < fds.size(); ++i) {
@@ -312,12 +335,11 @@ int supervise(std::vector<Rank>& ranks, int signal_fd, const Options& o) {
       r.running = false;
       const bool failed = !WIFEXITED(r.status) || WEXITSTATUS(r.status) != 0;
       if (failed && !first_failure && got_signal == 0 && !timed_out) {
-        first_failure = static_cast<int>(&r - ranks.data());
-        std::fprintf(stderr, "ddprun: rank %d (pid %d) failed first: %s; stopping the others\n",
-                     r.rank, static_cast<int>(r.pid), describe_status(r.status).c_str());
-        stop_everyone();
+        failures.push_back(static_cast<int>(&r - ranks.data()));
+        if (!blame_at) blame_at = Clock::now() + kBlameWindow;
       }
     }
+    if (blame_at && !first_failure && Clock::now() >= *blame_at) blame();
 
     // 5. Deadlines: the job's --timeout, the grace period, the end of draining.
     const Clock::time_point now = Clock::now();
@@ -337,6 +359,7 @@ int supervise(std::vector<Rank>& ranks, int signal_fd, const Options& o) {
     if (all_exited && !drain_until) drain_until = now + kDrainTime;
   }
 
+  if (!failures.empty() && !first_failure) blame();  // all exited inside the window
   for (Rank& r : ranks) {  // pipes some grandchild still holds open
     if (r.out_fd >= 0) forward_output(r.out_fd, r.out_partial, r.rank, STDOUT_FILENO);
     if (r.err_fd >= 0) forward_output(r.err_fd, r.err_partial, r.rank, STDERR_FILENO);

@@ -1,0 +1,296 @@
+// bench_allreduce: how fast a ProcessGroup all-reduces float32 (sum, in place), in the
+// nccl-tests format, next to the Open MPI and gloo anchors measured on the dev box
+// (shared/anchors/RESULTS.md, section 4). Chapter 05 sends readers here.
+//
+//   ddprun --nproc-per-node 2 build/<dir>/bin/bench_allreduce --backend tcp
+//   mpirun -np 2 --mca pml ob1 --mca btl self,tcp build/<dir>/bin/bench_allreduce --backend mpi
+//   bench/allreduce.sh    # the whole comparison: tcp vs Open MPI tcp vs Open MPI shm
+// It prints numbers and asserts nothing: speed is read as ratios, never tested.
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "bench/timing.hpp"
+#include "dist/init.hpp"
+#include "dist/process_group.hpp"
+#include "tensor/error.hpp"
+#include "tensor/tensor.hpp"
+
+namespace {
+
+// ---- Options ---------------------------------------------------------------------------
+
+struct Options {
+  std::string backend = "tcp";
+  std::string label;  // "tcp", "mpi-tcp", "mpi-shm"; derived from the backend when empty
+  std::vector<std::int64_t> sizes = {4096, 65536, 1048576, 16777216, 67108864};  // bytes
+  int reps = 10;
+  int timeout_s = 300;
+  std::string anchors = DDP_SOURCE_DIR "/../shared/anchors";
+};
+
+std::int64_t parse_bytes(std::string_view flag, const std::string& text) {
+  char* end = nullptr;
+  const long long v = std::strtoll(text.c_str(), &end, 10);
+  DDP_CHECK(end != text.c_str() && *end == '\0' && v >= 4 && v % 4 == 0 && v <= (1LL << 30), flag,
+            " ", text, ": expected a byte count, a multiple of 4 from 4 to 2^30");
+  return v;
+}
+
+Options parse_options(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view flag = argv[i];
+    if (flag == "--help" || flag == "-h") {
+      std::printf(
+          "usage: bench_allreduce --backend tcp|mpi [--sizes BYTES,BYTES,...] [--reps N]\n"
+          "                       [--label NAME] [--timeout-s S] [--anchors DIR]\n"
+          "run it under ddprun or mpirun; sizes default to 4 KiB, 64 KiB, 1, 16, 64 MiB\n");
+      std::exit(0);
+    }
+    DDP_CHECK(i + 1 < argc, flag, " needs a value\nhint: bench_allreduce --help");
+    const std::string value = argv[++i];
+    if (flag == "--backend") {
+      o.backend = value;
+    } else if (flag == "--label") {
+      o.label = value;
+    } else if (flag == "--anchors") {
+      o.anchors = value;
+    } else if (flag == "--reps") {
+      o.reps = std::atoi(value.c_str());
+      DDP_CHECK(o.reps >= 1, "--reps ", value, ": expected a positive integer");
+    } else if (flag == "--timeout-s") {
+      o.timeout_s = std::atoi(value.c_str());
+      DDP_CHECK(o.timeout_s >= 1, "--timeout-s ", value, ": expected a positive integer");
+    } else if (flag == "--sizes") {
+      o.sizes.clear();
+      for (std::size_t start = 0; start <= value.size();) {
+        const std::size_t comma = std::min(value.find(',', start), value.size());
+        o.sizes.push_back(parse_bytes(flag, value.substr(start, comma - start)));
+        start = comma + 1;
+      }
+    } else {
+      DDP_FAIL("unknown option ", flag, "\nhint: bench_allreduce --help");
+    }
+  }
+  if (o.label.empty()) {
+    // mpirun --mca btl self,tcp exports OMPI_MCA_btl to its ranks: that names the transport.
+    const char* btl = std::getenv("OMPI_MCA_btl");
+    const bool over_tcp = btl != nullptr && std::string_view(btl).find("tcp") != std::string::npos;
+    o.label = o.backend != "mpi" ? o.backend : over_tcp ? "mpi-tcp" : "mpi-shm";
+  }
+  return o;
+}
+
+// ---- Anchors -----------------------------------------------------------------------------
+
+// The anchor's protocol: back-to-back calls per repetition, fewer as the size grows.
+int iterations_for(std::int64_t bytes) {
+  if (bytes <= 65536) return 1000;
+  if (bytes <= 1048576) return 256;
+  if (bytes <= 16777216) return 16;
+  return 4;
+}
+
+// Median seconds per call by message size, from one anchor file's "results" array of
+// flat objects ({"bytes": 4096, ..., "time_s_median": 4.4e-06, ...}). Not a JSON
+// parser: it knows that shape (anchors/allreduce_gloo.py and anchors/cpp write it).
+std::map<std::int64_t, double> read_allreduce_anchor(const std::string& file) {
+  std::map<std::int64_t, double> times;
+  std::ifstream in(file);
+  if (!in) return times;
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  const std::string text = buffer.str();
+  // The number after `"key":` inside the object that starts at `from`.
+  const auto number_after = [&](std::size_t from, const char* quoted_key) -> std::optional<double> {
+    const std::size_t close = text.find('}', from);
+    const std::size_t at = text.find(quoted_key, from);
+    if (at == std::string::npos || at > close) return std::nullopt;
+    return std::strtod(text.c_str() + text.find(':', at) + 1, nullptr);
+  };
+  std::size_t pos = text.find("\"results\"");
+  while (pos != std::string::npos && (pos = text.find('{', pos)) != std::string::npos) {
+    const auto bytes = number_after(pos, "\"bytes\"");
+    const auto median = number_after(pos, "\"time_s_median\"");
+    if (bytes && median) times[static_cast<std::int64_t>(*bytes)] = *median;
+    pos = text.find('}', pos);
+  }
+  return times;
+}
+
+struct Anchor {
+  std::string name;                        // "MPI shm"
+  std::map<std::int64_t, double> seconds;  // the faster median of run1 and run2, by bytes
+};
+
+// The three anchors at world size `np`; a missing file leaves its map empty.
+std::vector<Anchor> load_anchors(const std::string& dir, int np) {
+  const std::string n = std::to_string(np);
+  const std::vector<std::pair<std::string, std::string>> files = {
+      {"MPI shm", "allreduce_mpi_np" + n + "_shm.json"},
+      {"MPI tcp", "allreduce_mpi_np" + n + "_tcp.json"},
+      {"gloo", "allreduce_gloo_np" + n + ".json"}};
+  std::vector<Anchor> anchors;
+  for (const auto& [name, file] : files) {
+    Anchor anchor{name, {}};
+    for (const char* run : {"run1", "run2"}) {
+      for (const auto& [bytes, s] : read_allreduce_anchor(dir + "/results/" + run + "/" + file)) {
+        auto [it, fresh] = anchor.seconds.emplace(bytes, s);
+        if (!fresh && s < it->second) it->second = s;
+      }
+    }
+    anchors.push_back(std::move(anchor));
+  }
+  return anchors;
+}
+
+// ---- Measuring -------------------------------------------------------------------------
+
+struct Result {
+  std::int64_t bytes = 0;
+  int iters = 0;
+  ddp::bench::Timing per_call;  // seconds per all_reduce, min and median over repetitions
+};
+
+// The anchors' protocol (RESULTS.md section 4): one correctness check, warm-up calls,
+// then `reps` repetitions of `iters` back-to-back calls between barriers. A repetition
+// takes as long as its slowest rank: its time is the maximum over ranks.
+Result measure(ddp::ProcessGroup& group, std::int64_t bytes, const Options& o) {
+  const std::chrono::seconds timeout(o.timeout_s);
+  const std::int64_t count = bytes / 4;
+  const int world = group.size();
+  ddp::Tensor t = ddp::full({count}, static_cast<double>(group.rank() + 1));
+  group.all_reduce(t)->wait(timeout);
+  const float want = static_cast<float>(world * (world + 1) / 2);
+  const float* p = t.data<float>();
+  for (std::int64_t i = 0; i < count; ++i) {
+    DDP_CHECK(p[i] == want, "rank ", group.rank(), ": all_reduce of ", count, " floats: element ",
+              i, " is ", p[i], ", expected ", want);
+  }
+
+  // Zeros from here on: a sum that grows by w every call would overflow to inf.
+  t.zero_();
+  const int iters = iterations_for(bytes);
+  for (int k = 0; k < std::max(2, iters / 10); ++k) group.all_reduce(t)->wait(timeout);
+
+  std::vector<double> per_call;
+  ddp::Tensor slowest = ddp::empty({1});
+  for (int r = 0; r < o.reps; ++r) {
+    group.barrier()->wait(timeout);
+    const double t0 = ddp::bench::now_seconds();
+    for (int k = 0; k < iters; ++k) group.all_reduce(t)->wait(timeout);
+    slowest.data<float>()[0] = static_cast<float>(ddp::bench::now_seconds() - t0);
+    group.all_reduce(slowest, ddp::ReduceOp::Max)->wait(timeout);
+    per_call.push_back(slowest.data<float>()[0] / iters);
+  }
+  return {bytes, iters, ddp::bench::summarize(per_call)};
+}
+
+// ---- Printing --------------------------------------------------------------------------
+
+// nccl-tests' definitions: algbw = bytes / time; busbw = algbw * 2(n-1)/n, the bytes
+// each rank's link carries in a ring all-reduce, comparable across world sizes.
+double busbw_gbps(std::int64_t bytes, double seconds, int world) {
+  return static_cast<double>(bytes) / seconds / 1e9 * 2.0 * (world - 1) / world;
+}
+
+void print_header(const Options& o, int world, const std::vector<Anchor>& anchors) {
+  std::printf(
+      "bench_allreduce: float32 sum in place, backend %s (%s), %d ranks; per size a check, "
+      "warm-up,\n%d repetitions of `iters` back-to-back calls between barriers; time = max "
+      "over ranks, per call\nbusbw = algbw * 2(n-1)/n (nccl-tests). Anchors (%s/results, "
+      "the faster median of run1/run2):\n",
+      o.backend.c_str(), o.label.c_str(), world, o.reps, o.anchors.c_str());
+  for (const Anchor& a : anchors) {
+    std::printf("  %-8s %s\n", a.name.c_str(),
+                a.seconds.empty() ? "anchor not found" : "busbw at the median");
+  }
+  std::printf("'x NAME' = anchor median time / our median time (> 1: we are faster)\n\n");
+  std::printf("%10s %10s %6s %6s %10s %10s %8s %8s %8s | %8s %8s %8s | %6s %6s %6s\n", "size",
+              "count", "type", "iters", "time(us)", "min(us)", "algbw", "busbw", "best", "MPI shm",
+              "MPI tcp", "gloo", "x shm", "x tcp", "x gloo");
+  std::printf("%10s %10s %6s %6s %10s %10s %8s %8s %8s | %8s %8s %8s |\n", "(B)", "(elts)", "", "",
+              "median", "", "(GB/s)", "(GB/s)", "busbw", "busbw", "busbw", "busbw");
+}
+
+void print_row(const Result& r, int world, const std::vector<Anchor>& anchors) {
+  const double median = r.per_call.median_s;
+  std::printf("%10lld %10lld %6s %6d %10.1f %10.1f %8.3f %8.3f %8.3f |",
+              static_cast<long long>(r.bytes), static_cast<long long>(r.bytes / 4), "float",
+              r.iters, median * 1e6, r.per_call.min_s * 1e6,
+              static_cast<double>(r.bytes) / median / 1e9, busbw_gbps(r.bytes, median, world),
+              busbw_gbps(r.bytes, r.per_call.min_s, world));
+  std::string ratios;
+  for (const Anchor& a : anchors) {
+    const auto it = a.seconds.find(r.bytes);
+    if (it == a.seconds.end()) {
+      std::printf(" %8s", "-");
+      ratios += "      -";
+      continue;
+    }
+    std::printf(" %8.3f", busbw_gbps(r.bytes, it->second, world));
+    char buffer[32];
+    std::snprintf(buffer, sizeof buffer, " %6.2f", it->second / median);
+    ratios += buffer;
+  }
+  std::printf(" |%s\n", ratios.c_str());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int rank = -1;
+  try {
+    const Options o = parse_options(argc, argv);
+    ddp::InitOptions init;
+    init.backend = o.backend;
+    init.timeout = std::chrono::seconds(o.timeout_s);
+    std::unique_ptr<ddp::ProcessGroup> group = ddp::init_process_group(init);
+    rank = group->rank();
+    const int world = group->size();
+    const std::vector<Anchor> anchors = load_anchors(o.anchors, world);
+    if (rank == 0) print_header(o, world, anchors);
+    std::vector<Result> results;
+    for (const std::int64_t bytes : o.sizes) {
+      results.push_back(measure(*group, bytes, o));
+      if (rank == 0) {
+        print_row(results.back(), world, anchors);
+        std::fflush(stdout);
+      }
+    }
+    // One line per size for scripts (bench/allreduce.sh reads these).
+    if (rank == 0) {
+      std::printf("\n");
+      for (const Result& r : results) {
+        std::printf("result label=%s np=%d bytes=%lld time_us_median=%.3f time_us_min=%.3f",
+                    o.label.c_str(), world, static_cast<long long>(r.bytes),
+                    r.per_call.median_s * 1e6, r.per_call.min_s * 1e6);
+        for (const Anchor& a : anchors) {  // anchor_MPI_shm_us=180.3 ...; 0 when missing
+          std::string key = a.name;
+          std::replace(key.begin(), key.end(), ' ', '_');
+          const auto it = a.seconds.find(r.bytes);
+          const double us = it == a.seconds.end() ? 0.0 : it->second * 1e6;
+          std::printf(" anchor_%s_us=%.3f", key.c_str(), us);
+        }
+        std::printf("\n");
+      }
+    }
+    std::fflush(stdout);
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_allreduce: rank %d: error: %s\n", rank, e.what());
+    std::fflush(stderr);
+    std::_Exit(1);  // no destructors: a backend's teardown may wait on failed peers
+  }
+}
