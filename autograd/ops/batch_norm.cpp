@@ -6,10 +6,13 @@
 // evaluation. Everything is tensor ops over (B, C, H, W) with (C)-shaped statistics
 // broadcast as (1, C, 1, 1). Not here: (B, C) inputs (BatchNorm1d), and statistics
 // synchronised across ranks (SyncBatchNorm): under DDP each rank normalises its own batch.
+// On the CPU, batch_norm() runs the fused twin, batch_norm_cpu.cpp (Note [Fused CPU paths]).
 #include <algorithm>
 
 #include "autograd/function.hpp"
 #include "autograd/functions.hpp"
+#include "autograd/fused_cpu.hpp"
+#include "autograd/ops/batch_norm_check.hpp"
 #include "tensor/ops.hpp"
 
 namespace ddp {
@@ -70,6 +73,12 @@ struct BatchNormBackward final : Node {
   void release_saved() override { xc = rstd = weight = Tensor(); }
 };
 
+}  // namespace
+
+namespace detail {
+
+namespace {
+
 void check_stat(const Tensor& stat, const char* what, const Tensor& x) {
   DDP_CHECK(stat.dtype() == DType::Float32 && stat.dim() == 1 && stat.size(0) == x.size(1) &&
                 stat.device() == x.device(),
@@ -79,10 +88,10 @@ void check_stat(const Tensor& stat, const char* what, const Tensor& x) {
 
 }  // namespace
 
-// x: (B, C, H, W), weight/bias: (C) or undefined -> (B, C, H, W).
-Variable batch_norm(const Variable& x, const Variable& weight, const Variable& bias,
-                    Tensor& running_mean, Tensor& running_var, bool training,
-                    double momentum, double eps) {
+// The checks of batch_norm() (both versions); returns N, the values per channel.
+std::int64_t check_batch_norm(const Variable& x, const Variable& weight, const Variable& bias,
+                              const Tensor& running_mean, const Tensor& running_var,
+                              bool training) {
   DDP_CHECK(x.dim() == 4, "batch_norm: expected x (B, C, H, W), got ", x.data().describe());
   if (weight.defined()) check_stat(weight.data(), "weight", x.data());
   if (bias.defined()) check_stat(bias.data(), "bias", x.data());
@@ -96,11 +105,35 @@ Variable batch_norm(const Variable& x, const Variable& weight, const Variable& b
   }
   const Tensor& xd = x.data();
   const std::int64_t n = xd.numel() / std::max<std::int64_t>(xd.size(1), 1);
-
-  Tensor mean, var;
   if (training) {
     DDP_CHECK(n > 1, "batch_norm: training needs more than one value per channel, got x ",
               xd.describe(), "\nhint: use a batch larger than 1, or evaluation mode");
+  }
+  return n;
+}
+
+void update_running_stats(Tensor& running_mean, Tensor& running_var, const Tensor& mean,
+                          const Tensor& var, std::int64_t n, double momentum) {
+  // PyTorch's rule: running = (1 - momentum) * running + momentum * batch, with the
+  // UNBIASED variance (N / (N - 1)) although the batch is normalised with the biased
+  // one. Plain tensor ops on plain tensors: nothing here joins the graph.
+  const auto m = static_cast<float>(momentum);
+  running_mean.mul_(1.0f - m).add_(mean, m);
+  running_var.mul_(1.0f - m).add_(var, m * static_cast<float>(n) / static_cast<float>(n - 1));
+}
+
+}  // namespace detail
+
+// x: (B, C, H, W), weight/bias: (C) or undefined -> (B, C, H, W).
+Variable batch_norm_composed(const Variable& x, const Variable& weight, const Variable& bias,
+                             Tensor& running_mean, Tensor& running_var, bool training,
+                             double momentum, double eps) {
+  const std::int64_t n = detail::check_batch_norm(x, weight, bias, running_mean, running_var,
+                                                  training);
+  const Tensor& xd = x.data();
+  const bool has_running = running_mean.defined() || running_var.defined();
+  Tensor mean, var;
+  if (training) {
     mean = ddp::mul(channel_sum(xd), 1.0 / static_cast<double>(n));
   } else {
     mean = running_mean;
@@ -111,12 +144,7 @@ Variable batch_norm(const Variable& x, const Variable& weight, const Variable& b
   if (training) {
     var = ddp::mul(channel_sum(ddp::square(xc)), 1.0 / static_cast<double>(n));  // biased
     if (has_running) {
-      // PyTorch's rule: running = (1 - momentum) * running + momentum * batch, with the
-      // UNBIASED variance (N / (N - 1)) although the batch is normalised with the biased
-      // one. Plain tensor ops on plain tensors: nothing here joins the graph.
-      const auto m = static_cast<float>(momentum);
-      running_mean.mul_(1.0f - m).add_(mean, m);
-      running_var.mul_(1.0f - m).add_(var, m * static_cast<float>(n) / static_cast<float>(n - 1));
+      detail::update_running_stats(running_mean, running_var, mean, var, n, momentum);
     }
   } else {
     var = running_var;
@@ -134,6 +162,17 @@ Variable batch_norm(const Variable& x, const Variable& weight, const Variable& b
     node->training = training;
     return node;
   });
+}
+
+// Note [Fused CPU paths] (conv.cpp) explains the choice.
+Variable batch_norm(const Variable& x, const Variable& weight, const Variable& bias,
+                    Tensor& running_mean, Tensor& running_var, bool training,
+                    double momentum, double eps) {
+  if (fused_cpu_applies(x.data())) {
+    return batch_norm_cpu(x, weight, bias, running_mean, running_var, training, momentum, eps);
+  }
+  return batch_norm_composed(x, weight, bias, running_mean, running_var, training, momentum,
+                             eps);
 }
 
 }  // namespace ddp

@@ -4,6 +4,7 @@
 // so its gradient is the SUM of theirs: every backward here ends with sum_to(g, shape).
 #include "autograd/function.hpp"
 #include "autograd/functions.hpp"
+#include "autograd/fused_cpu.hpp"
 #include "tensor/ops.hpp"
 
 namespace ddp {
@@ -133,13 +134,18 @@ Variable add(const Variable& a, double scalar) {
 
 Variable neg(const Variable& x) { return mul(x, -1.0); }
 
-Variable relu(const Variable& x) {
+Variable relu_composed(const Variable& x) {
   Tensor out = ddp::relu(x.data());
   return make_result(out, {x}, [&] {
     auto node = std::make_shared<ReluBackward>();
     node->out = out;
     return node;
   });
+}
+
+// Note [Fused CPU paths] (conv.cpp) explains the choice.
+Variable relu(const Variable& x) {
+  return fused_cpu_applies(x.data()) ? relu_cpu(x) : relu_composed(x);
 }
 
 Variable exp(const Variable& x) {

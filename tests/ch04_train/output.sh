@@ -28,10 +28,16 @@ for epoch in 1 2; do
   row=$(sed -n "$((epoch + 1))p" run.csv)
   IFS=, read -r e train_loss test_loss accuracy _ _ <<<"$row"
   [ "$e" = "$epoch" ] || fail "row $epoch says epoch $e"
-  # The CSV has more digits than the summary; rounded to 4 places they must agree.
-  want=$(printf 'epoch %d/2: train loss %.4f, test loss %.4f, test accuracy %.2f%%' \
-    "$epoch" "$train_loss" "$test_loss" "$accuracy")
-  [ "$want" = "$(summary run.log $epoch)" ] ||
-    fail "metrics row $epoch ($row) does not match '$(summary run.log $epoch)'"
+  # The CSV has more digits than the summary. Each number of the summary must be the
+  # CSV's, rounded: within half a unit of its last printed place (printf's own rounding
+  # of the 6-digit CSV value could differ from the log's rounding of the full value).
+  line=$(summary run.log "$epoch")
+  [[ $line =~ ^epoch\ $epoch/2:\ train\ loss\ ([0-9.]+),\ test\ loss\ ([0-9.]+),\ test\ accuracy\ ([0-9.]+)%$ ]] ||
+    fail "summary of epoch $epoch malformed: '$line'"
+  close() { awk -v a="$1" -v b="$2" -v tol="$3" 'BEGIN { d = a - b; exit !(d <= tol && -d <= tol) }'; }
+  close "$train_loss" "${BASH_REMATCH[1]}" 0.0000501 &&
+    close "$test_loss" "${BASH_REMATCH[2]}" 0.0000501 &&
+    close "$accuracy" "${BASH_REMATCH[3]}" 0.00501 ||
+    fail "metrics row $epoch ($row) does not match '$line'"
 done
 echo "ok: log format, final: line, metrics CSV"
