@@ -3,10 +3,11 @@
 # (under ddprun), and with the mpi backend under Open MPI over TCP (--mca pml ob1 --mca
 # btl self,tcp) and over shared memory (the default), at np 2 and 4; and, as the plain
 # Open MPI reference, the anchors' own MPI_Allreduce program (anchors/cpp/allreduce_mpi.cpp,
-# compiled into a temporary folder) over TCP ("raw-tcp"). They run interleaved, round after
-# round, so that a busy spell of the machine hits all of them; the table takes each one's
-# best median over the rounds, and its ratios are times: "tcp/raw-tcp 1.20x" means our tcp
-# backend took 1/1.2 of Open MPI's time.
+# compiled into a temporary folder) over TCP ("raw-tcp"); and PyTorch's gloo all_reduce
+# (anchors/allreduce_gloo.py, when Debian's python3-torch is installed). They run
+# interleaved, round after round, so that a busy spell of the machine hits all of them;
+# the table takes each one's best median over the rounds, and its ratios are times:
+# "tcp/raw-tcp 1.20x" means our tcp backend took 1/1.2 of Open MPI's time.
 #   bench/allreduce.sh [BUILD_DIR] [ROUNDS] [NPS]       # defaults: build/release 2 "2 4"
 #   bench/allreduce.sh build/verify 3 "2 4"
 # Extra flags for bench_allreduce go in $BENCH_FLAGS (e.g. "--reps 5 --sizes 1048576").
@@ -36,6 +37,12 @@ if [ -f "$raw_src" ] && mpicxx -O2 -std=c++17 "$raw_src" -o "$raw" 2>/dev/null; 
 else
   echo "allreduce.sh: $raw_src not found or not compiled: no raw Open MPI column" >&2
 fi
+gloo_src=$root/../shared/anchors/allreduce_gloo.py
+if [ -f "$gloo_src" ] && /usr/bin/python3 -c "import torch" 2>/dev/null; then
+  labels="$labels gloo"
+else
+  echo "allreduce.sh: $gloo_src or python3-torch missing: no live gloo column" >&2
+fi
 
 run() {  # run <label> <np>: one bench_allreduce job; its result lines go to $results
   local label=$1 np=$2 out
@@ -50,6 +57,10 @@ run() {  # run <label> <np>: one bench_allreduce job; its result lines go to $re
           sed -n 's/.*"bytes": \([0-9]*\),.*"time_s_median": \([0-9.e+-]*\),.*/\1 \2/p' |
           awk -v np="$np" '{ printf "result label=raw-tcp np=%d bytes=%d time_us_median=%.3f\n",
                                     np, $1, $2 * 1e6 }') ;;
+  gloo)  # its lines "np=2     4096 B: median    1095.1 us ..." -> result lines
+    out=$(/usr/bin/python3 "$gloo_src" --nproc "$np" --reps 10 --out "$scratch/gloo.json" 2>&1 |
+          sed -n 's/^np=\([0-9]*\) *\([0-9]*\) B: median *\([0-9.]*\) us.*/\1 \2 \3/p' |
+          awk '{ printf "result label=gloo np=%d bytes=%d time_us_median=%.3f\n", $1, $2, $3 }') ;;
   esac
   local rc=$?
   [ $rc -eq 0 ] || { echo "$out"; echo "allreduce.sh: the $label run at np $np failed ($rc)"; exit 1; }
@@ -67,8 +78,9 @@ done
 
 # Best median per (np, bytes, label); the anchors as bench_allreduce read them. Only the
 # sizes bench_allreduce ran are shown (raw-tcp also measures 4 bytes).
-printf "%3s %9s | %9s %9s %9s %9s | %9s %9s | %8s %8s %8s %8s\n" np bytes "tcp" \
-  "raw-tcp" "mpi-tcp" "mpi-shm" "gloo*" "rawtcp*" "/raw-tcp" "/mpi-tcp" "/gloo*" "/rawtcp*"
+printf "%3s %9s | %9s %9s %9s %9s %9s | %9s %9s | %8s %8s %8s %8s %8s\n" np bytes "tcp" \
+  "raw-tcp" "mpi-tcp" "mpi-shm" "gloo" "gloo*" "rawtcp*" "/raw-tcp" "/mpi-tcp" "/gloo" "/gloo*" \
+  "/rawtcp*"
 awk '
   { delete f; for (i = 2; i <= NF; ++i) { split($i, kv, "="); f[kv[1]] = kv[2] } }
   { k = f["np"] " " f["bytes"]; t = f["time_us_median"] + 0; l = f["label"]
@@ -79,15 +91,16 @@ awk '
   END {
     for (k in keys) {
       split(k, p, " "); a = best[k, "tcp"]
-      printf "%3d %9d | %s %s %s %s | %9.1f %9.1f | %s %s %s %s\n", p[1], p[2], us(k, "tcp"),
-             us(k, "raw-tcp"), us(k, "mpi-tcp"), us(k, "mpi-shm"), gloo[k], tcp[k],
-             ratio(best[k, "raw-tcp"], a), ratio(best[k, "mpi-tcp"], a), ratio(gloo[k], a),
-             ratio(tcp[k], a)
+      printf "%3d %9d | %s %s %s %s %s | %9.1f %9.1f | %s %s %s %s %s\n", p[1], p[2],
+             us(k, "tcp"), us(k, "raw-tcp"), us(k, "mpi-tcp"), us(k, "mpi-shm"), us(k, "gloo"),
+             gloo[k], tcp[k], ratio(best[k, "raw-tcp"], a), ratio(best[k, "mpi-tcp"], a),
+             ratio(best[k, "gloo"], a), ratio(gloo[k], a), ratio(tcp[k], a)
     }
   }' "$results" | sort -k1,1n -k2,2n
 cat <<END
 us per call: the best median over $rounds round(s). tcp = ddp tcp backend (ddprun);
-raw-tcp = MPI_Allreduce over --mca btl self,tcp (anchors/cpp, live); mpi-tcp / mpi-shm =
+raw-tcp = MPI_Allreduce over --mca btl self,tcp (anchors/cpp, live); gloo = PyTorch's
+gloo all_reduce (anchors/allreduce_gloo.py, live); mpi-tcp / mpi-shm =
 ddp's mpi backend over Open MPI tcp / shared memory; * = anchor (shared/anchors/results,
 the faster median of run1/run2). /X = X's time / tcp's time (> 1: tcp is faster).
 END

@@ -56,4 +56,15 @@ class ProcessGroup {
   int size_;
 };
 
+namespace detail {
+// Backends that move bytes through host memory (tcp, mpi) stage CUDA tensors there, in
+// page-locked memory (empty_pinned), which the copy engine reads and writes directly.
+// host_copy: the tensor itself if it is on the CPU, else a page-locked copy of it (the
+// copy waits for the kernels that produce the tensor).
+Tensor host_copy(const Tensor& t);
+// host_buffer_like: the tensor itself if it is on the CPU, else page-locked memory of
+// its shape and dtype, contents undefined.
+Tensor host_buffer_like(const Tensor& t);
+}  // namespace detail
+
 }  // namespace ddp

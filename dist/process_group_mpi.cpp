@@ -195,7 +195,7 @@ struct MpiOp {
   bool in_place = false;
   bool average = false;  // ReduceOp::Avg: MPI sums, then we divide by the group size
   // What MPI reads and writes: host memory. The tensors themselves on the CPU; for CUDA
-  // tensors, host copies made by the communication thread (see stage_in / stage_out).
+  // tensors, host copies made by the communication thread (detail::host_copy / host_buffer_like).
   Tensor send;
   Tensor recv;
   // Issues the nonblocking MPI call on send/recv (on the communication thread).
@@ -226,16 +226,6 @@ int mpi_count(std::int64_t numel, const char* collective) {
             " elements is more than MPI's int count allows (", INT_MAX,
             ")\nhint: split the tensor, or use the tcp or nccl backend");
   return static_cast<int>(numel);
-}
-
-// Host buffer MPI reads: the tensor itself on the CPU, a copy of a CUDA tensor (the
-// copy waits for the kernels that produce it; only this thread waits, not the caller).
-// No pinned memory: tensor/cuda offers none, so the copy goes through pageable memory.
-Tensor stage_in(const Tensor& t) { return t.is_cuda() ? t.cpu() : t; }
-
-// Host buffer MPI writes: the tensor itself on the CPU, fresh host memory for CUDA.
-Tensor stage_out_buffer(const Tensor& t) {
-  return t.is_cuda() ? empty(t.shape(), {t.dtype(), Device::cpu()}) : t;
 }
 
 // In place: x /= divisor, element by element (int64 truncates toward zero, as C++ does).
@@ -459,8 +449,8 @@ void ProcessGroupMpi::run() {
 // copy waits for the GPU, and the caller should not.
 void ProcessGroupMpi::start(MpiOp& job) {
   if (job.input.defined()) {
-    job.send = stage_in(job.input);
-    job.recv = job.in_place ? job.send : stage_out_buffer(job.output);
+    job.send = detail::host_copy(job.input);
+    job.recv = job.in_place ? job.send : detail::host_buffer_like(job.output);
   }
   job.deadline = Clock::now() + timeout_;
   job.start(job, comm_->get());

@@ -5,9 +5,6 @@
 #include <netdb.h>
 #include <poll.h>
 #include <unistd.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <sys/socket.h>
 
 #include <algorithm>
 #include <cstring>
@@ -45,17 +42,6 @@ namespace ddp {
 // bandwidth-optimal, and why its time hardly grows with the world size.
 
 namespace {
-struct Knobs {
-  std::size_t send_max = 0, recv_max = 0, scratch = 1 << 20;
-  int rcvbuf = 0, lowat = 0, spin_us = 0, clamp = 0;
-  Knobs() {
-    auto get = [](const char* n, long d) { const char* v = std::getenv(n); return v ? std::atol(v) : d; };
-    send_max = get("K_SEND", 0); recv_max = get("K_RECV", 0); scratch = get("K_SCRATCH", 1 << 20);
-    rcvbuf = get("K_RCVBUF", 0); lowat = get("K_LOWAT", 0); spin_us = get("K_SPIN", 0);
-    clamp = get("K_CLAMP", 0);
-  }
-};
-const Knobs& knobs() { static Knobs k; return k; }
 int mod(int a, int m) { return ((a % m) + m) % m; }
 }  // namespace
 
@@ -125,17 +111,11 @@ ProcessGroupTcp::ProcessGroupTcp(std::shared_ptr<Store> store, int rank, int siz
       timeout_(timeout),
       prefix_(std::move(prefix)),
       host_(host_name()),
-      scratch_(knobs().scratch) {
+      scratch_(kScratchBytes) {
   DDP_CHECK(store_ != nullptr, "ProcessGroupTcp needs a store");
   DDP_CHECK(size >= 1 && rank >= 0 && rank < size, "ProcessGroupTcp: rank ", rank,
             " of world size ", size, "\nhint: ranks are 0 .. world_size-1");
   if (size > 1) connect_ring(Clock::now() + timeout_);
-  if (size > 1) {
-    const Knobs& k = knobs();
-    if (k.rcvbuf) ::setsockopt(left_.fd(), SOL_SOCKET, SO_RCVBUF, &k.rcvbuf, sizeof k.rcvbuf);
-    if (k.clamp) ::setsockopt(left_.fd(), IPPROTO_TCP, TCP_WINDOW_CLAMP, &k.clamp, sizeof k.clamp);
-    if (k.lowat) ::setsockopt(right_.fd(), IPPROTO_TCP, TCP_NOTSENT_LOWAT, &k.lowat, sizeof k.lowat);
-  }
   thread_ = std::thread([this] { communication_loop(); });
 }
 
@@ -277,8 +257,8 @@ std::string describe(const char* call, const Tensor& t, const char* extra = "") 
   return detail::concat(call, " of ", t.numel(), " ", dtype_name(t.dtype()), extra);
 }
 
-// CUDA tensors go through host memory: copy down, run the ring, copy back up.
-Tensor host_view(const Tensor& t) { return t.is_cuda() ? t.cpu() : t; }
+// CUDA tensors go through host memory: copy down (detail::host_copy, page-locked), run
+// the ring, copy back up.
 void copy_back(Tensor& t, const Tensor& host) {
   if (t.is_cuda()) t.copy_(host);
 }
@@ -313,7 +293,7 @@ std::shared_ptr<Work> ProcessGroupTcp::all_reduce(Tensor& tensor, ReduceOp op) {
   Tensor t = tensor;  // shares the storage; the copy lives as long as the task
   const std::string extra = std::string(" (") + to_string(op) + ")";
   return enqueue(describe("all_reduce", t, extra.c_str()), [this, t, op]() mutable {
-    Tensor host = host_view(t);
+    Tensor host = detail::host_copy(t);
     if (host.dtype() == DType::Float32) {
       ring_all_reduce(host.data<float>(), host.numel(), op);
     } else {
@@ -354,7 +334,7 @@ std::shared_ptr<Work> ProcessGroupTcp::all_gather(Tensor& output, const Tensor& 
   Tensor out = output;
   Tensor in = input;
   return enqueue(describe("all_gather", in), [this, out, in]() mutable {
-    Tensor host = host_view(out);
+    Tensor host = detail::host_buffer_like(out);
     const std::int64_t n = in.numel();
     // Our own piece first, at its place: chunk rank() of the output.
     Tensor flat = host.reshape({host.numel()});
@@ -380,7 +360,7 @@ std::shared_ptr<Work> ProcessGroupTcp::reduce_scatter(Tensor& output, const Tens
   const std::string extra = std::string(" (") + to_string(op) + ")";
   return enqueue(describe("reduce_scatter", in, extra.c_str()), [this, out, in, op]() mutable {
     // The input is const: reduce in a copy of it, then hand out our chunk.
-    Tensor work = in.cpu().clone();
+    Tensor work = in.is_cuda() ? detail::host_copy(in) : in.clone();
     const std::int64_t n = out.numel();
     if (work.dtype() == DType::Float32) {
       ring_reduce_scatter(work.data<float>(), n, op);
@@ -429,7 +409,7 @@ std::shared_ptr<Work> ProcessGroupTcp::broadcast(Tensor& tensor, int root) {
   Tensor t = tensor;
   const std::string extra = " from rank " + std::to_string(root);
   return enqueue(describe("broadcast", t, extra.c_str()), [this, t, root]() mutable {
-    Tensor host = host_view(t);
+    Tensor host = detail::host_copy(t);
     ring_broadcast(static_cast<std::byte*>(host.raw_data()),
                    static_cast<std::size_t>(host.numel()) * element_size(host.dtype()), root);
     copy_back(t, host);
@@ -479,9 +459,41 @@ std::shared_ptr<Work> ProcessGroupTcp::barrier() {
 // non-blocking and one loop moves whatever each can take: send what the right socket
 // accepts, receive what the left has; only when neither moved, sleep in poll() on both.
 // Received bytes of a reduce step land in scratch_ and are combined into the tensor at
-// once, while still in cache. (Measured on loopback, and left out: fixed SO_SNDBUF/
+// once (Note [Scratch size]). (Measured on loopback, and left out: fixed SO_SNDBUF/
 // SO_RCVBUF sizes, which switch off Linux's buffer autotuning, were up to 2x slower;
 // spinning before poll() halved the latency of tiny messages but cost 10% at 64 MiB.)
+//
+// Note [Scratch size]
+// -------------------
+// One would expect a scratch buffer that fits in the L2 cache (512 KiB a core on the dev
+// box) to be fastest. It is not: each turn of the loop below receives at most a scratch
+// buffer's worth, then passes the reduced bytes on, and every send may wake the
+// neighbour, a context switch that costs more here than the cache misses it saves. 4 MiB
+// lets one recv() take nearly all that has arrived. Measured on the 2-core dev box
+// (ddprun, medians of interleaved runs, load 4-8): 256 KiB cost 10-20% more CPU time
+// than 1 MiB at 1-16 MiB; 4 MiB was 2-20% faster than 1 MiB at 16-64 MiB in every
+// comparison, np=2 and 4 (np=2, 16 MiB: 24.3 vs 28.4 ms; 64 MiB: 71 vs 87 ms), and the
+// same below 16 MiB, for 3 MiB more memory a group.
+//
+// Note [Send slices]
+// ------------------
+// A non-blocking send() takes all that fits in the socket's buffer, and Linux grows that
+// buffer to several MiB: one call can copy for milliseconds, during which this thread
+// receives nothing, its left neighbour's bytes pile up, and the ring runs in lurches
+// (timed inside this loop at 16 MiB, np=2: a third of the time asleep in poll()).
+// Capping each send at kSendSliceBytes alternates the two directions in pieces that
+// still amortise the system call. Measured at np=2 (interleaved medians, 4 MiB scratch,
+// load ~3): 16 MiB 14.5 vs 16.9 ms, 64 MiB 60 vs 76 ms; 1-4 MiB unchanged.
+//
+// Note [Where the ranks run]
+// --------------------------
+// On one host, placement matters more than anything in this loop. A neighbour's send
+// wakes us with a "sync" wake-up, and when the other cores are busy Linux puts the woken
+// thread on the sender's core: both ranks then share one core while another sits on the
+// rest of the machine's load. Pinning each rank to its own core (taskset, or a launcher
+// that binds as mpirun does by default for np <= 2) took the np=2 all-reduce on the
+// loaded dev box from 80 to 30 us at 4 KiB and from 850 to 420 us at 1 MiB. Nothing in
+// this file pins threads: placement is the launcher's decision, not the backend's.
 //
 // Failures are named here: which neighbour, which rank, which address. A neighbour that
 // closed its end (it died, or failed and shut its sockets) shows as EOF on the left
@@ -508,7 +520,6 @@ void ProcessGroupTcp::run_ring(const RingPlan<T>& plan) {
   std::size_t recv_index = 0;     // ... in piece plan.steps[recv_index]
   std::size_t recv_offset = 0;    // ... at this byte
   std::size_t pending = 0;        // bytes in scratch_ not yet combined (< one element)
-  Clock::time_point last_move = Clock::now();
 
   while (sent < send_total || received < recv_total) {
     bool moved = false;
@@ -518,8 +529,8 @@ void ProcessGroupTcp::run_ring(const RingPlan<T>& plan) {
     if (sent < may_send) {
       const Piece& piece = send_piece(send_index);
       const std::size_t piece_bytes = static_cast<std::size_t>(piece.n) * kElement;
-      std::size_t len = std::min(piece_bytes - send_offset, may_send - sent);
-      if (knobs().send_max) len = std::min(len, knobs().send_max);
+      const std::size_t len =  // Note [Send slices]
+          std::min({piece_bytes - send_offset, may_send - sent, kSendSliceBytes});
       const auto* from = reinterpret_cast<const std::byte*>(piece.data) + send_offset;
       const Socket::IoResult r = right_.send_some(from, len);
       if (r.status == Socket::IoStatus::Ok) {
@@ -540,7 +551,7 @@ void ProcessGroupTcp::run_ring(const RingPlan<T>& plan) {
       std::byte* into = piece.reduce ? scratch_.data() + pending : dst;
       const std::size_t room = piece.reduce
                                    ? std::min(scratch_.size(), piece_bytes - recv_offset) - pending
-                                   : std::min(piece_bytes - recv_offset, knobs().recv_max ? knobs().recv_max : piece_bytes);
+                                   : piece_bytes - recv_offset;
       const Socket::IoResult r = left_.recv_some(into, room);
       if (r.status == Socket::IoStatus::Ok) {
         moved = r.bytes > 0;
@@ -574,8 +585,7 @@ void ProcessGroupTcp::run_ring(const RingPlan<T>& plan) {
       ++recv_index;
       recv_offset = 0;
     }
-    if (moved) { last_move = Clock::now(); continue; }
-    if (knobs().spin_us && Clock::now() - last_move < std::chrono::microseconds(knobs().spin_us)) continue;
+    if (moved) continue;
 
     // Nothing moved: sleep until a socket is ready, in slices, to notice stop_ and the
     // deadline.

@@ -77,8 +77,12 @@ class ProcessGroupTcp final : public ProcessGroup {
   // How long the communication thread sleeps in poll() before it looks at the stop flag.
   static constexpr std::chrono::milliseconds kPollSlice{100};
   // Received bytes of a reduce step land in a scratch buffer this big before they are
-  // combined into the tensor: small enough to stay in cache, big enough for few syscalls.
-  static constexpr std::size_t kScratchBytes = 1 << 20;
+  // combined into the tensor: big enough that one recv() takes all that has arrived
+  // (see Note [Scratch size] in the .cpp for why that beats staying in cache).
+  static constexpr std::size_t kScratchBytes = 4 << 20;
+  // One send() passes on at most this much, so that a long send never keeps the loop
+  // from receiving for milliseconds (Note [Send slices] in the .cpp).
+  static constexpr std::size_t kSendSliceBytes = 512 << 10;
 
  private:
   using Clock = std::chrono::steady_clock;

@@ -30,6 +30,8 @@ bool is_available() { return false; }
 std::string device_name(int index) { fail_not_built("device_name", index); }
 AllocatorStats allocator_stats(int index) { fail_not_built("allocator_stats", index); }
 void empty_cache(int index) { fail_not_built("empty_cache", index); }
+void* pinned_allocate(std::size_t) { fail_not_built("pinned host memory", 0); }
+void pinned_free(void*) noexcept {}
 
 void matmul_tiled(const Tensor& a, const Tensor&, const Tensor&) {
   fail_not_built("matmul_tiled", a.defined() && a.is_cuda() ? a.device().index : 0);

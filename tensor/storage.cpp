@@ -2,14 +2,48 @@
 #include "tensor/storage.hpp"
 
 #include "tensor/backend.hpp"
+#include "tensor/cuda/caching_allocator.hpp"
+#include "tensor/cuda/device_info.hpp"
 
 namespace ddp {
+namespace {
+
+// cudaHostAlloc behind the CachingAllocator policy of chapter 02: a process group
+// stages the same sizes every step, so after the first step nothing is pinned anew.
+class PinnedMemory final : public CachingAllocator::RawMemory {
+ public:
+  void* allocate(std::size_t nbytes) override { return cuda::pinned_allocate(nbytes); }
+  void free(void* ptr) noexcept override { cuda::pinned_free(ptr); }
+};
+
+CachingAllocator& pinned_cache() {
+  static CachingAllocator cache{std::make_unique<PinnedMemory>()};
+  return cache;
+}
+
+}  // namespace
 
 Storage::Storage(std::size_t nbytes, Device device)
     : backend_(&backend_for(device)), nbytes_(nbytes), device_(device) {
   data_ = backend_->allocate(nbytes);
 }
 
-Storage::~Storage() { backend_->deallocate(data_, nbytes_); }
+Storage::Storage(std::size_t nbytes, CachingAllocator& pinned)
+    : pinned_(&pinned), nbytes_(nbytes), device_(Device::cpu()) {
+  data_ = pinned_->allocate(nbytes);
+}
+
+std::shared_ptr<Storage> Storage::pinned_host(std::size_t nbytes) {
+  if (!cuda::is_available()) return std::make_shared<Storage>(nbytes, Device::cpu());
+  return std::shared_ptr<Storage>(new Storage(nbytes, pinned_cache()));
+}
+
+Storage::~Storage() {
+  if (pinned_ != nullptr) {
+    pinned_->deallocate(data_);
+  } else {
+    backend_->deallocate(data_, nbytes_);
+  }
+}
 
 }  // namespace ddp

@@ -4,18 +4,25 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 
 #include "tensor/device.hpp"
 
 namespace ddp {
 
 class Backend;
+class CachingAllocator;
 
 class Storage {
  public:
   // Allocates `nbytes` on `device` through that device's backend (see backend.hpp).
   // The memory is uninitialised.
   Storage(std::size_t nbytes, Device device);
+  // Host memory the GPU copies to and from at full speed: page-locked when a GPU is
+  // usable, from a cache of such blocks (pinning is slow); ordinary host memory when
+  // none is, since then there is nothing to copy to. The staging buffers of the CPU
+  // process groups (chapter 05) for CUDA tensors.
+  static std::shared_ptr<Storage> pinned_host(std::size_t nbytes);
   ~Storage();
 
   Storage(const Storage&) = delete;
@@ -24,9 +31,13 @@ class Storage {
   void* data() const { return data_; }
   std::size_t nbytes() const { return nbytes_; }
   Device device() const { return device_; }
+  bool is_pinned() const { return pinned_ != nullptr; }
 
  private:
-  Backend* backend_;
+  Storage(std::size_t nbytes, CachingAllocator& pinned);
+
+  Backend* backend_ = nullptr;        // where the memory goes back to, or
+  CachingAllocator* pinned_ = nullptr;  // the cache of page-locked blocks
   void* data_ = nullptr;
   std::size_t nbytes_;
   Device device_;

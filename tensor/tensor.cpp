@@ -56,6 +56,8 @@ bool Tensor::is_contiguous() const {
   return true;
 }
 
+bool Tensor::is_pinned() const { return storage_ != nullptr && storage_->is_pinned(); }
+
 std::string Tensor::describe() const {
   if (!defined()) return "undefined";
   return std::string(dtype_name(dtype_)) + " " + shape_str(shape_) + " on " + device().str();
@@ -380,14 +382,25 @@ Tensor& Tensor::mul_(float scalar) {
 
 // ==== Creation =======================================================================
 
-Tensor empty(const Shape& shape, TensorOptions options) {
+namespace {
+// Bytes a new contiguous tensor of this shape needs; every size must be >= 0.
+std::size_t creation_bytes(const Shape& shape, DType dtype) {
   for (std::int64_t size : shape) {
     DDP_CHECK(size >= 0, "cannot create a tensor of shape ", shape_str(shape),
               ": sizes must be >= 0");
   }
-  const std::size_t nbytes = static_cast<std::size_t>(numel(shape)) * element_size(options.dtype);
-  auto storage = std::make_shared<Storage>(nbytes, options.device);
+  return static_cast<std::size_t>(numel(shape)) * element_size(dtype);
+}
+}  // namespace
+
+Tensor empty(const Shape& shape, TensorOptions options) {
+  auto storage = std::make_shared<Storage>(creation_bytes(shape, options.dtype), options.device);
   return Tensor(std::move(storage), shape, contiguous_strides(shape), 0, options.dtype);
+}
+
+Tensor empty_pinned(const Shape& shape, DType dtype) {
+  return Tensor(Storage::pinned_host(creation_bytes(shape, dtype)), shape,
+                contiguous_strides(shape), 0, dtype);
 }
 
 Tensor full(const Shape& shape, double value, TensorOptions options) {

@@ -51,6 +51,7 @@ class Tensor {
   const std::shared_ptr<Storage>& storage() const { return storage_; }
   // "float32 (2, 3) on cpu", for messages.
   std::string describe() const;
+  bool is_pinned() const;  // in page-locked host memory (empty_pinned)
 
   // Pointer to element (0, 0, ..., 0): host memory on the CPU, device memory on a GPU.
   // data<T>() checks that T matches dtype().
@@ -115,6 +116,9 @@ class Tensor {
 
 // ---- Creation ------------------------------------------------------------------------
 Tensor empty(const Shape& shape, TensorOptions options = {});  // uninitialised
+// Uninitialised, on the CPU, in page-locked memory when a GPU is usable (see
+// Storage::pinned_host): the fast way to stage a GPU tensor's bytes through the host.
+Tensor empty_pinned(const Shape& shape, DType dtype = DType::Float32);
 Tensor zeros(const Shape& shape, TensorOptions options = {});
 Tensor ones(const Shape& shape, TensorOptions options = {});
 Tensor full(const Shape& shape, double value, TensorOptions options = {});

@@ -3,6 +3,7 @@
 // Implemented by tensor/cuda/backend.cu, or by tensor/no_cuda.cpp when CUDA is not built.
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 #include "tensor/cuda/caching_allocator.hpp"
@@ -18,5 +19,10 @@ std::string device_name(int index);  // "NVIDIA H100 80GB HBM3"; throws when abs
 // blocks back to the driver.
 AllocatorStats allocator_stats(int index);
 void empty_cache(int index);
+
+// Page-locked ("pinned") host memory: cudaHostAlloc / cudaFreeHost. Only callable when
+// is_available(); use it through ddp::empty_pinned() (tensor.hpp), which caches it.
+void* pinned_allocate(std::size_t nbytes);  // nullptr when out of memory
+void pinned_free(void* ptr) noexcept;
 
 }  // namespace ddp::cuda

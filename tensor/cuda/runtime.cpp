@@ -168,4 +168,21 @@ DeviceGuard::~DeviceGuard() {
   if (changed_) cudaSetDevice(previous_);  // errors ignored: destructors do not throw
 }
 
+// ---- Page-locked host memory -----------------------------------------------------------
+// The GPU's copy engines read and write page-locked memory directly; pageable memory is
+// first copied through a driver bounce buffer. cudaHostAllocPortable: usable from every
+// device of the process, not just the current one.
+void* pinned_allocate(std::size_t nbytes) {
+  void* ptr = nullptr;
+  if (cudaHostAlloc(&ptr, nbytes, cudaHostAllocPortable) != cudaSuccess) {
+    (void)cudaGetLastError();  // clear the sticky error: the caller reports it
+    return nullptr;
+  }
+  return ptr;
+}
+
+void pinned_free(void* ptr) noexcept {
+  if (ptr != nullptr) (void)cudaFreeHost(ptr);  // at exit the runtime may be gone: ignore
+}
+
 }  // namespace ddp::cuda

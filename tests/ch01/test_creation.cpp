@@ -18,6 +18,7 @@
 #include "tests/support/reference.hpp"
 
 using Catch::Contains;
+using ddp::Device;
 using ddp::DType;
 using ddp::Shape;
 using ddp::Tensor;
@@ -65,6 +66,22 @@ TEST_CASE("empty allocates a tensor of the right shape, dtype and size", "[ch01]
   const Tensor none = ddp::empty({0, 5});
   CHECK(none.numel() == 0);
   CHECK(none.to_vector<float>().empty());
+}
+
+TEST_CASE("empty_pinned is host memory, page-locked exactly when a GPU is usable",
+          "[ch01][creation]") {
+  // The GPU half (the driver sees it as page-locked, copies round-trip, blocks are
+  // cached) is tests/ch02/test_cuda_memory.cpp; here, what every machine must give.
+  Tensor t = ddp::empty_pinned({3, 4}, DType::Int64);
+  CHECK(t.shape() == Shape{3, 4});
+  CHECK(t.dtype() == DType::Int64);
+  CHECK(t.device() == Device::cpu());
+  CHECK(t.is_contiguous());
+  CHECK(t.is_pinned() == ddp::cuda::is_available());
+  t.fill_(7);
+  CHECK(t.to_vector<std::int64_t>() == std::vector<std::int64_t>(12, 7));
+  CHECK(ddp::empty_pinned({0}).numel() == 0);
+  CHECK_FALSE(ddp::empty({2}).is_pinned());
 }
 
 TEST_CASE("scalar_tensor makes a 0-d tensor with one element", "[ch01][creation]") {

@@ -1,6 +1,8 @@
 // Chapter 02: the caching allocator on a real GPU. A loop of tensor ops in its steady
 // state makes zero cudaMalloc calls (AllocatorStats counts them), empty_cache gives
 // memory back, and asking for more than the GPU has is a ddp::Error with the sizes.
+// (Page-locked host memory, empty_pinned, is checked in test_cuda_runtime.cpp, with the
+// driver's view of the pointer.)
 #include <catch2/catch.hpp>
 
 #include <cstdint>

@@ -1,5 +1,6 @@
 // Chapter 02: the CUDA runtime wrappers of tensor/cuda/runtime.hpp: what a failed call
-// says, and the owners of streams and events. Built only with CUDA.
+// says, the owners of streams and events, and page-locked host memory (empty_pinned) as
+// the driver sees it. Built only with CUDA.
 #include <catch2/catch.hpp>
 
 #include <cublas_v2.h>
@@ -7,10 +8,13 @@
 
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "tensor/cuda/device_info.hpp"
 #include "tensor/cuda/runtime.hpp"
 #include "tensor/error.hpp"
+#include "tensor/ops.hpp"
+#include "tensor/tensor.hpp"
 
 using namespace ddp;
 
@@ -78,4 +82,29 @@ TEST_CASE("DeviceGuard restores the current device", "[ch02][cuda][runtime]") {
   CHECK(cuda::current_device() == before);
   CHECK_THROWS_AS(cuda::DeviceGuard(cuda::device_count()), Error);
   CHECK(cuda::current_device() == before);
+}
+
+TEST_CASE("empty_pinned is page-locked host memory that round-trips a GPU tensor, cached",
+          "[ch02][cuda][pinned]") {
+  const Tensor on_gpu = arange(0.0, 1000.0, 1.0, {DType::Float32, Device::cuda(0)});
+  Tensor host = empty_pinned({1000});
+  CHECK(host.is_pinned());
+  CHECK_FALSE(host.is_cuda());
+  // The driver's own view of the pointer: page-locked host memory, not pageable.
+  cudaPointerAttributes attributes{};
+  REQUIRE(cudaPointerGetAttributes(&attributes, host.raw_data()) == cudaSuccess);
+  CHECK(attributes.type == cudaMemoryTypeHost);
+
+  host.copy_(on_gpu);
+  const std::vector<float> values = host.to_vector<float>();
+  for (int i = 0; i < 1000; ++i) REQUIRE(values[static_cast<std::size_t>(i)] == float(i));
+  Tensor back = empty({1000}, {DType::Float32, Device::cuda(0)});
+  back.copy_(host);
+  CHECK(back.cpu().to_vector<float>() == values);
+
+  // Pinning is slow, so a freed block is kept and handed out again for the same size.
+  const void* block = host.raw_data();
+  host = Tensor();
+  const Tensor again = empty_pinned({1000});
+  CHECK(again.raw_data() == block);
 }
