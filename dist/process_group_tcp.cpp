@@ -538,9 +538,10 @@ void ProcessGroupTcp::run_ring(const RingPlan<T>& plan) {
         send_offset += r.bytes;
         moved = r.bytes > 0;
       } else if (r.status != Socket::IoStatus::WouldBlock) {
-        fail_peer(false, r.status == Socket::IoStatus::Closed
-                             ? std::string("closed the connection")
-                             : std::string("failed: ") + std::strerror(r.error));
+        fail_peer(false, PeerFault::Closed,
+                  r.status == Socket::IoStatus::Closed
+                      ? std::string("closed the connection")
+                      : std::string("failed: ") + std::strerror(r.error));
       }
     }
     // In: straight into place for a copy, through scratch_ for a reduce.
@@ -569,9 +570,10 @@ void ProcessGroupTcp::run_ring(const RingPlan<T>& plan) {
         received += landed;
         recv_offset += landed;
       } else if (r.status != Socket::IoStatus::WouldBlock) {
-        fail_peer(true, r.status == Socket::IoStatus::Closed
-                            ? std::string("closed the connection")
-                            : std::string("failed: ") + std::strerror(r.error));
+        fail_peer(true, PeerFault::Closed,
+                  r.status == Socket::IoStatus::Closed
+                      ? std::string("closed the connection")
+                      : std::string("failed: ") + std::strerror(r.error));
       }
     }
     // Step over finished (and empty) pieces.
@@ -592,7 +594,7 @@ void ProcessGroupTcp::run_ring(const RingPlan<T>& plan) {
     if (stop_) DDP_FAIL(who(), ": ", current_, ": the process group was destroyed while it ran");
     if (Clock::now() >= current_deadline_) {
       const bool waiting_left = received < recv_total;
-      fail_peer(waiting_left, detail::concat(
+      fail_peer(waiting_left, PeerFault::Silent, detail::concat(
           "did not ", waiting_left ? "send" : "take", " the remaining ",
           waiting_left ? recv_total - received : send_total - sent, " bytes within the timeout of ",
           timeout_.count(), " ms (hung, or not in the same collective?)"));
@@ -613,33 +615,48 @@ void ProcessGroupTcp::run_ring(const RingPlan<T>& plan) {
     if (fds[1].revents & (POLLIN | POLLERR | POLLHUP)) {
       char byte = 0;
       const Socket::IoResult r = right_.recv_some(&byte, 1);
-      if (r.status == Socket::IoStatus::Ok) fail_peer(false, "sent bytes on a send-only link");
+      if (r.status == Socket::IoStatus::Ok) {
+        fail_peer(false, PeerFault::Closed, "sent bytes on a send-only link");
+      }
       if (r.status != Socket::IoStatus::WouldBlock || (fds[1].revents & POLLERR)) {
-        fail_peer(false, "closed the connection");
+        fail_peer(false, PeerFault::Closed, "closed the connection");
       }
     }
   }
 }
 
 // Throws the error of a step that failed because of a neighbour, naming it, and, when
-// that neighbour failed first and said why (see on_failure), its reason too.
-void ProcessGroupTcp::fail_peer(bool left, const std::string& what) {
+// that neighbour failed first and said why (see on_failure), its report, indented under
+// ours: its own hint and place are the ones that help, so ours add no second hint.
+void ProcessGroupTcp::fail_peer(bool left, PeerFault fault, const std::string& what) {
   const int peer = left ? (rank() + size() - 1) % size() : (rank() + 1) % size();
   std::string message = detail::concat(
       "rank ", peer, " (", left ? "left" : "right", " neighbour of rank ", rank(), ", ",
       left ? left_address_ : right_address_, ") ", what, " during ", current_);
   const std::string key = prefix_ + "/failure/" + std::to_string(peer);
+  std::string report;
   try {
-    if (store_->check({key})) {
-      message += detail::concat("\n  rank ", peer, " had failed first: ", store_->get(key));
-    } else {
-      message += detail::concat("\n  rank ", peer, " left no failure report: the process "
-                                "probably died (look at its own output)");
-    }
+    if (store_->check({key})) report = store_->get(key);
   } catch (...) {  // the store was on a rank that is gone: no report to add
   }
-  message += "\nhint: every rank must call the same collectives in the same order; a rank "
-             "that crashed shows its own error first";
+  if (!report.empty()) {
+    message += detail::concat("\n  rank ", peer, " had failed first:");
+    std::size_t begin = 0;
+    while (begin < report.size()) {
+      const std::size_t end = std::min(report.find('\n', begin), report.size());
+      message += "\n    " + report.substr(begin, end - begin);
+      begin = end + 1;
+    }
+  } else {
+    message += fault == PeerFault::Closed
+                   ? detail::concat("\n  rank ", peer, " left no failure report: the process "
+                                    "probably died (look at its own output)")
+                   : detail::concat("\n  rank ", peer, " has not failed: it is hung, slower "
+                                    "than the timeout, or in another collective (look at its "
+                                    "own output)");
+    message += "\nhint: every rank must call the same collectives in the same order; a rank "
+               "that crashed shows its own error first";
+  }
   DDP_FAIL(who(), ": ", message);
 }
 

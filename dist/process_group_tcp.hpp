@@ -128,7 +128,9 @@ class ProcessGroupTcp final : public ProcessGroup {
   void ring_broadcast(std::byte* data, std::size_t bytes, int root);
   template <typename T>
   void run_ring(const RingPlan<T>& plan);
-  [[noreturn]] void fail_peer(bool left, const std::string& what);
+  // How a neighbour let a step down: it closed the connection, or it fell silent.
+  enum class PeerFault { Closed, Silent };
+  [[noreturn]] void fail_peer(bool left, PeerFault fault, const std::string& what);
 
   std::string who() const;  // "rank 3/4 (tcp, host)"
 

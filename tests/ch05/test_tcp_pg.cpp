@@ -321,6 +321,43 @@ TEST_CASE("tcp all_reduce fails naming the rank that died, then fails fast", "[c
   }
 }
 
+TEST_CASE("tcp nests the report of the rank that failed first under its own error",
+          "[ch05][tcp]") {
+  // Rank 1 calls all_reduce at once and times out waiting for rank 0, which comes 3 s
+  // late: rank 1 leaves its report in the store and shuts its sockets. Rank 0 then sees
+  // the connection closed and must tell rank 1's story, nested under its own line, with
+  // rank 1's hint rather than a second, generic one.
+  auto server = start_server();
+  const int port = server->port();
+  const auto codes = ddp::test::run_forked(2, [port](int rank) {
+    Rank me = join(port, rank, 2, "relay", 1s);
+    if (rank == 0) std::this_thread::sleep_for(3s);
+    Tensor t = ddp::full({1000}, 1.0);
+    std::string message;
+    try {
+      me.group->all_reduce(t)->wait(30s);
+    } catch (const ddp::Error& e) {
+      message = e.what();
+    }
+    if (rank == 1) return message.find("rank 0 has not failed") != std::string::npos ? 0 : 2;
+    const std::size_t nested = message.find("\n  rank 1 had failed first:\n    ");
+    bool ok = message.find("rank 1 (") != std::string::npos && nested != std::string::npos;
+    // After that line: rank 1's report, every line indented by four spaces, then only
+    // our own "  at file:line".
+    int unindented = 0;
+    for (std::size_t line = message.find('\n', nested + 1); ok && line != std::string::npos;) {
+      const std::size_t next = message.find('\n', line + 1);
+      const std::size_t length = next == std::string::npos ? std::string::npos : next - line - 1;
+      if (message.compare(line + 1, std::min<std::size_t>(length, 4), "    ") != 0) ++unindented;
+      line = next;
+    }
+    ok = ok && unindented == 1 && message.find("\nhint:") == std::string::npos;
+    if (!ok) std::fprintf(stderr, "rank 0: \"%s\"\n", message.c_str());
+    return ok ? 0 : 3;
+  });
+  CHECK(codes == std::vector<int>{0, 0});
+}
+
 TEST_CASE("tcp group set-up names the rank that never came", "[ch05][tcp]") {
   auto server = start_server();
   const auto start = std::chrono::steady_clock::now();
