@@ -14,6 +14,7 @@ class PinnedMemory final : public CachingAllocator::RawMemory {
  public:
   void* allocate(std::size_t nbytes) override { return cuda::pinned_allocate(nbytes); }
   void free(void* ptr) noexcept override { cuda::pinned_free(ptr); }
+  std::string name() const override { return "page-locked host memory"; }
 };
 
 CachingAllocator& pinned_cache() {

@@ -27,6 +27,7 @@ class HostMemory final : public CachingAllocator::RawMemory {
     return std::aligned_alloc(kAlign, (nbytes + kAlign - 1) / kAlign * kAlign);
   }
   void free(void* ptr) noexcept override { std::free(ptr); }
+  std::string name() const override { return "host memory"; }
 };
 
 class CpuBackend final : public Backend {

@@ -43,6 +43,7 @@ class CudaRawMemory final : public CachingAllocator::RawMemory {
     DDP_CHECK_CUDA(status);
     return ptr;
   }
+  std::string name() const override { return "GPU " + std::to_string(index_) + " memory"; }
 
   void free(void* ptr) noexcept override {
     // A kernel queued earlier may still read this block, so the device must be idle

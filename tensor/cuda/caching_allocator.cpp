@@ -106,13 +106,13 @@ void* CachingAllocator::allocate(std::size_t nbytes) {
       ++stats_.device_allocs;
       ptr = raw_->allocate(size);
       if (ptr == nullptr) {
-        DDP_FAIL("out of device memory: tried to allocate ", format_bytes(nbytes), " (size class ",
-                 format_bytes(size), ") with ", format_bytes(stats_.bytes_in_use),
+        DDP_FAIL("out of ", raw_->name(), ": tried to allocate ", format_bytes(nbytes),
+                 " (size class ", format_bytes(size), ") with ", format_bytes(stats_.bytes_in_use),
                  " in use by tensors and ", format_bytes(cached),
-                 " cached (already given back to the device for",
-                 " one retry)\nhint: use a smaller batch or model, drop tensors you no",
-                 " longer need (a view keeps its whole storage alive), or look with",
-                 " nvidia-smi for other processes that hold memory on this GPU");
+                 " cached (already given back for one retry)\nhint: use a smaller batch or",
+                 " model, drop tensors you no longer need (a view keeps its whole storage",
+                 " alive), or look for other processes that hold this memory (nvidia-smi for",
+                 " a GPU, top for the host)");
       }
     }
   }

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -40,6 +41,8 @@ class CachingAllocator {
     virtual ~RawMemory() = default;
     virtual void* allocate(std::size_t nbytes) = 0;  // nullptr when out of memory
     virtual void free(void* ptr) noexcept = 0;
+    // What it hands out, for the out-of-memory message: "GPU 0 memory", "host memory".
+    virtual std::string name() const = 0;
   };
 
   explicit CachingAllocator(std::unique_ptr<RawMemory> raw);

@@ -58,6 +58,8 @@ class FakeMemory final : public CachingAllocator::RawMemory {
     ledger_.live.erase(it);
   }
 
+  std::string name() const override { return "fake memory"; }
+
  private:
   Ledger& ledger_;
   std::uintptr_t next_ = 0x100000;
@@ -254,7 +256,7 @@ TEST_CASE("out of memory after the retry throws ddp::Error with the sizes and a 
     message = e.what();
   }
   CAPTURE(message);
-  CHECK_THAT(message, Catch::Contains("out of device memory"));
+  CHECK_THAT(message, Catch::Contains("out of fake memory"));  // RawMemory::name
   CHECK_THAT(message, Catch::Contains("3.00 MiB (3145728 bytes)"));  // requested
   CHECK_THAT(message, Catch::Contains("4.00 MiB"));                  // its size class
   CHECK_THAT(message, Catch::Contains("6.00 MiB (6291456 bytes) in use"));

@@ -83,7 +83,7 @@ TEST_CASE("running out of GPU memory is a ddp::Error naming the sizes", "[ch02][
     message = e.what();
   }
   CAPTURE(message);
-  CHECK_THAT(message, Catch::Contains("out of device memory"));
+  CHECK_THAT(message, Catch::Contains("out of GPU 0 memory"));
   CHECK_THAT(message, Catch::Contains("1.00 PiB (1125899906842624 bytes)"));
   CHECK_THAT(message, Catch::Contains("hint:"));
   // The GPU is still usable afterwards.
