@@ -32,6 +32,21 @@ start_rank() {
   RANK=$rank WORLD_SIZE=$world MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
     timeout 60 "$fault" "$@" >"$log" 2>&1 &
 }
+# ranks_0_and_1_fail <world of rank 0> <world of rank 1> ARGS...: starts ranks 0 and 1
+# (rank0.log, rank1.log); both must exit 3, a ddp::Error, within 10 s.
+ranks_0_and_1_fail() {
+  local w0=$1 w1=$2 start p0 p1 rc0 rc1
+  shift 2
+  start=$(now_ms)
+  start_rank 0 "$w0" rank0.log "$@"
+  p0=$!
+  start_rank 1 "$w1" rank1.log "$@"
+  p1=$!
+  wait $p0; rc0=$?
+  wait $p1; rc1=$?
+  within "$start" 10
+  [ "$rc0" -eq 3 ] && [ "$rc1" -eq 3 ] || fail "ranks exited $rc0 and $rc1, expected 3 and 3"
+}
 # expect_in <file> <extended regex> <what>: fails, showing the file, unless it matches.
 expect_in() {
   grep -Eq -- "$2" "$1" || { cat "$1"; fail "$3 (no match for /$2/ in $1)"; }
@@ -91,15 +106,7 @@ kill-mpi)
   expect_in job.log "process rank 1 .*signal 9" "mpirun's message does not name rank 1"
   ;;
 never-arrives)
-  start=$(now_ms)
-  start_rank 0 3 rank0.log init --timeout-s 3
-  p0=$!
-  start_rank 1 3 rank1.log init --timeout-s 3
-  p1=$!
-  wait $p0; rc0=$?
-  wait $p1; rc1=$?
-  within "$start" 10
-  [ "$rc0" -eq 3 ] && [ "$rc1" -eq 3 ] || fail "ranks exited $rc0 and $rc1, expected 3 and 3"
+  ranks_0_and_1_fail 3 3 init --timeout-s 3
   expect_in rank1.log "rank 2 .*never" "rank 1 does not name the missing rank 2"
   expect_in rank1.log "tcp/addr/2" "rank 1 does not name the missing key"
   expect_in rank0.log "2 of 3 ranks" "rank 0 does not say how many ranks arrived"
@@ -126,15 +133,7 @@ unreachable)
   expect_in rank1.log "rank 0 up" "the error does not ask whether rank 0 is up"
   ;;
 world-disagree)
-  start=$(now_ms)
-  start_rank 0 2 rank0.log init --timeout-s 3
-  p0=$!
-  start_rank 1 3 rank1.log init --timeout-s 3
-  p1=$!
-  wait $p0; rc0=$?
-  wait $p1; rc1=$?
-  within "$start" 10
-  [ "$rc0" -eq 3 ] && [ "$rc1" -eq 3 ] || fail "ranks exited $rc0 and $rc1, expected 3 and 3"
+  ranks_0_and_1_fail 2 3 init --timeout-s 3
   want="rank 1 was started with world size 3, but rank 0 with 2"
   expect_in rank0.log "$want" "rank 0 does not report the disagreement"
   expect_in rank1.log "$want" "rank 1 does not report the disagreement"

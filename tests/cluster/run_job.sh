@@ -31,7 +31,7 @@ fail() {
 }
 
 # ---- Run the job --------------------------------------------------------------------
-scratch=$(mktemp -d "${TMPDIR:-/tmp}/ddp-job.XXXXXX")
+scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 log=$scratch/job.log
 
