@@ -166,12 +166,23 @@ TEST_CASE("ddprun prefixes every line, on stdout and stderr, partial lines inclu
     CHECK(contains(r.err, rank + "bad\n"));
     CHECK(!contains(r.out, rank + "bad"));
   }
-  // Every line has a prefix.
-  std::size_t start = 0;
-  while (start < r.out.size()) {
+  // Every line has a prefix (and ends in a newline, ddprun adds the missing ones).
+  REQUIRE(!r.out.empty());
+  REQUIRE(r.out.back() == '\n');
+  for (std::size_t start = 0; start < r.out.size(); start = r.out.find('\n', start) + 1) {
     CHECK(r.out.compare(start, 6, "[rank ") == 0);
-    start = r.out.find('\n', start) + 1;
   }
+}
+
+TEST_CASE("ddprun does not wait for a background process that keeps the rank's output open",
+          "[ch05][ddprun]") {
+  // The rank exits at once, leaving a silent child that holds its stdout and stderr
+  // for 20 s: ddprun forwards what was written and ends without waiting for it.
+  const Result r = run_ddprun({"--nproc-per-node", "1", "sh", "-c", "sleep 20 & echo started"});
+  INFO(r.out << r.err);
+  CHECK(r.code == 0);
+  CHECK(contains(r.out, "[rank 0] started\n"));
+  CHECK(r.seconds < 10);  // a hang bound, not a speed check: it used to take the 20 s
 }
 
 TEST_CASE("ddprun exits with the first failing rank's code and stops the others",

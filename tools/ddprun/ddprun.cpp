@@ -116,6 +116,10 @@ Rank start_rank(const Options& o, int local_rank, int master_port) {
   int out[2], err[2];
   DDP_CHECK(pipe2(out, O_CLOEXEC) == 0 && pipe2(err, O_CLOEXEC) == 0,
             "pipe2: ", std::strerror(errno));
+  // Our read ends never block: at the end, a pipe that something the rank started in
+  // the background still holds open must not keep ddprun waiting (the write ends, the
+  // rank's stdout and stderr, stay blocking, as programs expect).
+  for (int fd : {out[0], err[0]}) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
 
   // Everything the child needs is built before fork(): the child should only make
   // simple system calls between fork and exec (ddprun has one thread, so a few libc
