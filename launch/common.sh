@@ -10,6 +10,8 @@
 #   DDP_BUILD    the build tree whose bin/ is used     [$DDP_ROOT/build/release]
 #   DDP_MODULES  environment modules to load first, e.g. "gcc/12 cmake openmpi cuda/12.4"
 #                (nothing is loaded when empty or when there is no `module` command) [""]
+#   DDP_HOSTFILE outside SLURM and PBS (plain mpirun): a hostfile whose first column
+#                names the hosts, in launch order; '#' lines are skipped  [unset: this machine]
 #   MASTER_ADDR  where rank 0 listens                  [first host of the job]
 #   MASTER_PORT  the job's one rendezvous port         [20000 + job id % 10000]
 # Partition, account and GPUs are the scheduler's own variables, read by sbatch itself:

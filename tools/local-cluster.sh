@@ -9,9 +9,9 @@
 #   tools/local-cluster.sh env      `export ...` lines: eval "$(tools/local-cluster.sh env)"
 #   tools/local-cluster.sh restart  stop + start (needed after changing a setting below)
 #
-# Adapted from the verified recipe ../shared/recipes/local-slurm.{sh,md} (Debian 12,
-# slurm-wlm 22.05, munge 0.5.15, Open MPI 4.1.4, root, no systemd): the problems it
-# solved are noted where they are solved. Needs: slurm-wlm munge (tools/install-deps.sh);
+# Adapted from a recipe verified on Debian 12 (slurm-wlm 22.05, munge 0.5.15, Open MPI
+# 4.1.4, root, no systemd); the pitfalls it handles are noted below, where they are
+# handled. Needs: slurm-wlm munge (tools/install-deps.sh);
 # optional slurm-wlm-torque (qsub) and openmpi-bin. Not for production: no accounting,
 # no cgroups, everything runs as root.
 #

@@ -24,7 +24,7 @@ struct Options {
 };
 
 // Parses argv (argv[0] is ddprun itself). Throws ddp::Error with one line naming the
-// flag and what it expects ("--nproc-per-node expects a positive integer, got 'x'").
+// flag and what it expects ("--nproc-per-node expects an integer from 1 to 4096, got 'x'").
 Options parse_options(int argc, const char* const* argv);
 
 std::string usage();
