@@ -7,11 +7,11 @@
 # (anchors/allreduce_gloo.py, when Debian's python3-torch is installed). They run
 # interleaved, round after round, so that a busy spell of the machine hits all of them;
 # the table takes each one's best median over the rounds, and its ratios are times:
-# "tcp/raw-tcp 1.20x" means our tcp backend took 1/1.2 of Open MPI's time.
+# 1.20x in the column "/raw-tcp" means our tcp backend took 1/1.2 of Open MPI's time.
 #   bench/allreduce.sh [BUILD_DIR] [ROUNDS] [NPS]       # defaults: build/release 2 "2 4"
 #   bench/allreduce.sh build/verify 3 "2 4"
 # Extra flags for bench_allreduce go in $BENCH_FLAGS (e.g. "--reps 5 --sizes 1048576").
-set -u
+set -u -o pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build/release}
 rounds=${2:-2}

@@ -9,6 +9,7 @@
 #include "tensor/error.hpp"
 #ifdef DDP_HAVE_NCCL
 #include "dist/process_group_nccl.hpp"
+#include "tensor/cuda/device_info.hpp"  // device_count
 #endif
 
 namespace ddp {
@@ -95,8 +96,11 @@ std::unique_ptr<ProcessGroup> init_process_group(const InitOptions& options) {
   if (backend == "nccl") {
 #ifdef DDP_HAVE_NCCL
     const Rendezvous r = rendezvous(options, /*need_store=*/true);
-    return make_process_group_nccl(r.store, r.rank, r.world_size, r.local_rank,
-                                   options.timeout);
+    // cuda:<local rank>, or cuda:0 for a rank that sees one GPU (gpu_for_local_rank);
+    // make_process_group_nccl names the rank when neither is there.
+    const int gpu = gpu_for_local_rank(r.local_rank, cuda::device_count());
+    return make_process_group_nccl(r.store, r.rank, r.world_size,
+                                   gpu >= 0 ? gpu : r.local_rank, options.timeout);
 #else
     DDP_FAIL("init_process_group: backend \"nccl\" is not in this build\n",
              "hint: configure with -DDDP_CUDA=ON on a machine with CUDA and NCCL");

@@ -38,6 +38,17 @@ Environment current_environment() {
   return env;
 }
 
+std::string host_name() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof name - 1) != 0) return "?";
+  return name;
+}
+
+int gpu_for_local_rank(int local_rank, int visible_gpus) {
+  if (visible_gpus == 1) return 0;
+  return local_rank >= 0 && local_rank < visible_gpus ? local_rank : -1;
+}
+
 const char* to_string(Launcher launcher) {
   switch (launcher) {
     case Launcher::Torchrun:
@@ -68,11 +79,6 @@ std::string LaunchEnv::describe() const {
 
 namespace {
 
-std::string this_host() {
-  char name[256] = {};
-  if (::gethostname(name, sizeof name - 1) != 0) return "?";
-  return name;
-}
 
 // ---- EnvReader: the variables one launcher sets ----------------------------------------------
 // Knows the variables its launcher sets, so that an error shows all of them with their values
@@ -125,7 +131,7 @@ class EnvReader {
   //   hint: <hint>
   [[noreturn]] void fail(std::string_view what, std::string_view hint) const {
     std::ostringstream os;
-    os << "discover_launch_env on host " << this_host() << ", reading " << launcher_
+    os << "discover_launch_env on host " << host_name() << ", reading " << launcher_
        << " variables: " << what << "\n  looked at:";
     for (const std::string& name : names_) os << ' ' << show(name);
     os << "\n  hint: " << hint;

@@ -35,6 +35,15 @@ Environment current_environment();
 enum class Launcher { Torchrun, Slurm, OpenMpi, Pmi, Pbs, None };
 const char* to_string(Launcher launcher);  // "torchrun", "slurm", "openmpi", ...
 
+// This machine's name (gethostname), for messages; "?" when it cannot be had.
+std::string host_name();
+
+// The GPU a rank uses among the `visible_gpus` it sees: cuda:<local_rank>, as torchrun
+// and `srun --gpus-per-node` arrange it; or cuda:0 when it sees exactly one, as with
+// `srun --gpus-per-task=1`, which gives every task its own GPU as device 0. -1 when
+// local_rank is past the GPUs it sees.
+int gpu_for_local_rank(int local_rank, int visible_gpus);
+
 struct LaunchEnv {
   int rank = 0;
   int world_size = 1;

@@ -7,7 +7,6 @@
 #include "dist/process_group_mpi.hpp"
 
 #include <mpi.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <climits>
@@ -23,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "dist/launch_env.hpp"  // host_name
 #include "tensor/error.hpp"
 
 // Note [Why a communication thread]
@@ -45,8 +45,6 @@ namespace {
 
 // "rank 1/4 on node07", for messages; MPI's own view, when it is running.
 std::string who_am_i() {
-  char host[256] = "?";
-  gethostname(host, sizeof(host) - 1);
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
@@ -55,7 +53,7 @@ std::string who_am_i() {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
   }
-  return detail::concat("rank ", rank, "/", size, " on ", host);
+  return detail::concat("rank ", rank, "/", size, " on ", host_name());
 }
 
 // Throws ddp::Error for an MPI call that did not return MPI_SUCCESS, in MPI's words.

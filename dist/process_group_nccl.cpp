@@ -8,7 +8,6 @@
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
-#include <unistd.h>
 
 #include <cstring>
 #include <mutex>
@@ -17,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "dist/launch_env.hpp"  // host_name
 #include "tensor/cuda/device_info.hpp"
 #include "tensor/cuda/kernels.hpp"  // cuda::compute_stream
 #include "tensor/cuda/runtime.hpp"
@@ -29,12 +29,6 @@ using Clock = std::chrono::steady_clock;
 
 // Between two polls of an event or of the communicator's state.
 constexpr auto kPollSleep = std::chrono::microseconds(20);
-
-std::string host_name() {
-  char host[256] = "?";
-  gethostname(host, sizeof(host) - 1);
-  return host;
-}
 
 // Throws ddp::Error for an NCCL call that failed, in NCCL's words (the short name of the
 // code, and the last error message NCCL logged, which says much more).

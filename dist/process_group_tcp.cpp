@@ -2,16 +2,15 @@
 // set-up, the queue and its thread, the collectives, and the full-duplex step under them.
 #include "dist/process_group_tcp.hpp"
 
-#include <netdb.h>
 #include <poll.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
-#include <cstdlib>
 #include <exception>
 #include <type_traits>
 
+#include "dist/launch_env.hpp"  // host_name
+#include "dist/socket.hpp"      // resolve_ipv4
 #include "dist/tcp_store.hpp"
 #include "tensor/error.hpp"
 
@@ -71,21 +70,8 @@ constexpr std::uint32_t kRingMagic = 0x474e4952;  // "RING": the first bytes on 
 // otherwise (a FileStore) whatever our host name resolves to.
 std::string reachable_address(Store& store) {
   if (auto* tcp = dynamic_cast<TCPStore*>(&store)) return tcp->local_address();
-  char name[256] = {};
-  if (::gethostname(name, sizeof name - 1) == 0) {
-    addrinfo hints{};
-    hints.ai_family = AF_INET;
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo* list = nullptr;
-    if (::getaddrinfo(name, nullptr, &hints, &list) == 0) {
-      char host[NI_MAXHOST];
-      const bool ok = ::getnameinfo(list->ai_addr, list->ai_addrlen, host, sizeof host, nullptr,
-                                    0, NI_NUMERICHOST) == 0;
-      ::freeaddrinfo(list);
-      if (ok) return host;
-    }
-  }
-  return "127.0.0.1";
+  const std::string address = resolve_ipv4(host_name());
+  return address.empty() ? "127.0.0.1" : address;
 }
 
 std::pair<std::string, int> split_address(const std::string& address) {
@@ -94,12 +80,6 @@ std::pair<std::string, int> split_address(const std::string& address) {
   std::string host = address.substr(0, colon);
   if (host.size() >= 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
   return {host, std::stoi(address.substr(colon + 1))};
-}
-
-std::string host_name() {
-  char name[256] = {};
-  ::gethostname(name, sizeof name - 1);
-  return name;
 }
 
 }  // namespace

@@ -75,6 +75,17 @@ int remaining_ms(Socket::Clock::time_point deadline) {
   return static_cast<int>(std::clamp<std::int64_t>(left.count(), 0, INT_MAX));
 }
 
+std::string resolve_ipv4(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* list = nullptr;
+  if (::getaddrinfo(host.c_str(), nullptr, &hints, &list) != 0) return "";
+  const AddrList owned(list, &::freeaddrinfo);
+  const std::string numeric = numeric_host(list->ai_addr, list->ai_addrlen, nullptr);
+  return numeric == "?" ? "" : numeric;
+}
+
 std::string format_address(const std::string& host, int port) {
   if (host.find(':') != std::string::npos) return "[" + host + "]:" + std::to_string(port);
   return host + ":" + std::to_string(port);
@@ -262,11 +273,6 @@ void Socket::recv_all(void* data, std::size_t n, Clock::time_point deadline) con
 void Socket::set_no_delay() const {
   const int one = 1;
   ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-}
-
-void Socket::set_buffer_sizes(int bytes) const {
-  ::setsockopt(fd_, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes);
-  ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes);
 }
 
 int Socket::local_port() const {

@@ -58,7 +58,6 @@ class Socket {
 
   // ---- Options and names --------------------------------------------------------------
   void set_no_delay() const;                 // TCP_NODELAY: small messages go at once
-  void set_buffer_sizes(int bytes) const;    // SO_SNDBUF and SO_RCVBUF (kernel may cap)
   int local_port() const;                    // of a bound socket
   std::string local_address() const;         // numeric, "127.0.0.1"
   std::string peer_name() const;             // "127.0.0.1:40123", or "?" when unknown
@@ -75,6 +74,9 @@ class Socket {
 
 // "host:port", with brackets around an IPv6 host.
 std::string format_address(const std::string& host, int port);
+
+// The numeric IPv4 address `host` resolves to ("10.1.2.3"), or "" when it does not.
+std::string resolve_ipv4(const std::string& host);
 
 // Milliseconds from now until `deadline`, clamped to [0, INT_MAX] (for poll()).
 int remaining_ms(Socket::Clock::time_point deadline);

@@ -5,8 +5,9 @@
 # Scenarios:
 #   kill-direct     4 ranks started here (RANK=... by hand), rank 2 SIGKILLs itself: every
 #                   survivor exits 3 within the 10 s timeout, its error naming rank 2
-#   kill-ddprun     the same under ddprun -np 3 (rank 1 dies): the job ends non-zero in
-#                   time, and ddprun (signal 9) or a survivor's forwarded error names rank 1
+#   kill-ddprun     the same under ddprun --nproc-per-node 3 (rank 1 dies): ddprun exits
+#                   137 within 20 s, naming rank 1 as the rank that failed first (signal
+#                   9), and a survivor's forwarded error names rank 1 too
 #   kill-mpi        the mpi backend under mpirun -np 3 (rank 1 dies): Open MPI tears the
 #                   job down; mpirun exits non-zero naming "rank 1" and signal 9
 #   never-arrives   world size 3, only ranks 0 and 1 start, timeout 3 s: both fail in time,

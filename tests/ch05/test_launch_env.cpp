@@ -432,3 +432,13 @@ TEST_CASE("launch env errors: PBS and the master", "[ch05][launch_env]") {
   expect_error({{"MASTER_PORT", "0"}}, {"MASTER_PORT=0 is not a port"});
   expect_error({{"MASTER_PORT", "29500/tcp"}}, {"MASTER_PORT='29500/tcp' is not an integer"});
 }
+
+TEST_CASE("a rank's GPU is its local rank, or device 0 when it sees one GPU",
+          "[ch05][launch_env]") {
+  // srun --gpus-per-node=4 (or torchrun): every rank sees all four.
+  for (int local = 0; local < 4; ++local) CHECK(ddp::gpu_for_local_rank(local, 4) == local);
+  CHECK(ddp::gpu_for_local_rank(4, 4) == -1);  // more ranks than GPUs
+  // srun --gpus-per-task=1: each task sees its own GPU, as device 0.
+  for (int local = 0; local < 4; ++local) CHECK(ddp::gpu_for_local_rank(local, 1) == 0);
+  CHECK(ddp::gpu_for_local_rank(0, 0) == -1);  // no GPU at all
+}

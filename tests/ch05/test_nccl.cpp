@@ -41,7 +41,7 @@ Tensor iota(std::int64_t n) {
 
 }  // namespace
 
-TEST_CASE("nccl group of one: identity, backend name and the store key", "[ch05][nccl]") {
+TEST_CASE("nccl group of one: rank, size and backend name", "[ch05][nccl]") {
   auto group = make_group();
   CHECK(group->rank() == 0);
   CHECK(group->size() == 1);

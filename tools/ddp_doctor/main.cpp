@@ -7,7 +7,6 @@
 // exits 0 (all good) or 1 (with the problem and a hint). It trains nothing.
 //
 //   srun build/release/bin/ddp-doctor [--timeout SECONDS]
-#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -22,16 +21,11 @@
 #include "tensor/cuda/device_info.hpp"
 #include "tensor/error.hpp"
 #include "tools/ddp_doctor/checks.hpp"
+#include "tools/flags.hpp"
 
 namespace {
 
 using ddp::doctor::RankReport;
-
-std::string host_name() {
-  char name[256] = {};
-  if (gethostname(name, sizeof(name) - 1) != 0) return "?";
-  return name;
-}
 
 std::string env_or_empty(const char* name) {
   const char* value = std::getenv(name);
@@ -46,12 +40,14 @@ void choose_device(RankReport& report) {
     report.device = "cpu";
     return;
   }
-  DDP_CHECK(report.local_rank < gpus, "rank ", report.rank, " on ", report.host,
-            " has local rank ", report.local_rank, " but sees only ", gpus, " GPU(s)",
+  const int index = ddp::gpu_for_local_rank(report.local_rank, gpus);
+  DDP_CHECK(index >= 0, "rank ", report.rank, " on ", report.host, " has local rank ",
+            report.local_rank, " but sees only ", gpus, " GPU(s)",
             "\nhint: ask for as many GPUs per node as tasks per node (--gpus-per-node), or"
-            " check CUDA_VISIBLE_DEVICES=", env_or_empty("CUDA_VISIBLE_DEVICES"));
-  report.device = "cuda:" + std::to_string(report.local_rank);
-  report.gpu = ddp::doctor::physical_gpu(report.local_rank, env_or_empty("SLURM_STEP_GPUS"),
+            " one per task (--gpus-per-task=1), or check CUDA_VISIBLE_DEVICES=",
+            env_or_empty("CUDA_VISIBLE_DEVICES"));
+  report.device = "cuda:" + std::to_string(index);
+  report.gpu = ddp::doctor::physical_gpu(index, env_or_empty("SLURM_STEP_GPUS"),
                                          env_or_empty("CUDA_VISIBLE_DEVICES"));
 }
 
@@ -60,7 +56,7 @@ int run(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     DDP_CHECK(arg == "--timeout" && i + 1 < argc, "usage: ddp-doctor [--timeout SECONDS]");
-    timeout = std::chrono::seconds(std::atoi(argv[++i]));
+    timeout = std::chrono::seconds(ddp::parse_int_flag("--timeout", argv[++i], 1, 86400));
   }
   const ddp::LaunchEnv env = ddp::discover_launch_env();
   RankReport me;
@@ -68,7 +64,7 @@ int run(int argc, char** argv) {
   me.world_size = env.world_size;
   me.local_rank = env.local_rank;
   me.local_world_size = env.local_world_size;
-  me.host = host_name();
+  me.host = ddp::host_name();
   me.launcher = ddp::to_string(env.launcher);
   choose_device(me);
 
@@ -138,7 +134,7 @@ int main(int argc, char** argv) {
   try {
     return run(argc, argv);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "ddp-doctor on %s: %s\n", host_name().c_str(), e.what());
+    std::fprintf(stderr, "ddp-doctor on %s: %s\n", ddp::host_name().c_str(), e.what());
     return 1;
   }
 }

@@ -1,25 +1,12 @@
 // Command-line parsing for ddprun (see options.hpp).
 #include "tools/ddprun/options.hpp"
 
-#include <charconv>
 #include <string_view>
 
 #include "tensor/error.hpp"
+#include "tools/flags.hpp"
 
 namespace ddp::run {
-
-namespace {
-
-int parse_int(std::string_view flag, std::string_view text, int min, int max) {
-  int value = 0;
-  const char* end = text.data() + text.size();
-  auto [ptr, ec] = std::from_chars(text.data(), end, value);
-  DDP_CHECK(ec == std::errc() && ptr == end && value >= min && value <= max, flag,
-            " expects an integer from ", min, " to ", max, ", got '", text, "'");
-  return value;
-}
-
-}  // namespace
 
 std::string usage() {
   return R"(usage: ddprun --nproc-per-node N [flags] PROGRAM [ARGS...]
@@ -68,19 +55,19 @@ Options parse_options(int argc, const char* const* argv) {
       value = argv[++i];
     }
     if (flag == "--nproc-per-node") {
-      o.nproc_per_node = parse_int(flag, value, 1, 4096);
+      o.nproc_per_node = parse_int_flag(flag, value, 1, 4096);
     } else if (flag == "--nnodes") {
-      o.nnodes = parse_int(flag, value, 1, 65536);
+      o.nnodes = parse_int_flag(flag, value, 1, 65536);
     } else if (flag == "--node-rank") {
-      o.node_rank = parse_int(flag, value, 0, 65535);
+      o.node_rank = parse_int_flag(flag, value, 0, 65535);
     } else if (flag == "--master-addr") {
       DDP_CHECK(!value.empty(), "--master-addr expects a host name or address, got ''");
       o.master_addr = value;
     } else if (flag == "--master-port") {
-      o.master_port = parse_int(flag, value, 1, 65535);
+      o.master_port = parse_int_flag(flag, value, 1, 65535);
       port_given = true;
     } else if (flag == "--timeout") {
-      o.timeout_s = parse_int(flag, value, 1, 1 << 30);
+      o.timeout_s = parse_int_flag(flag, value, 1, 1 << 30);
     } else {
       DDP_FAIL("unknown flag '", flag, "' (see --help)");
     }

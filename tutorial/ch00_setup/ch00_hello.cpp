@@ -18,14 +18,9 @@
 #include "dist/launch_env.hpp"
 #include "dist/tcp_store.hpp"
 #include "tensor/error.hpp"
+#include "tools/flags.hpp"
 
 namespace {
-
-std::string host_name() {
-  char name[256] = {};
-  if (gethostname(name, sizeof(name) - 1) != 0) return "?";
-  return name;
-}
 
 // One rank's row of the table, tab-separated so that rank 0 can split it again:
 // rank, local rank/size, node, host, launcher, pid.
@@ -49,10 +44,10 @@ int run(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     DDP_CHECK(arg == "--timeout" && i + 1 < argc, "usage: ch00_hello [--timeout SECONDS]");
-    timeout = std::chrono::seconds(std::atoi(argv[++i]));
+    timeout = std::chrono::seconds(ddp::parse_int_flag("--timeout", argv[++i], 1, 86400));
   }
   const ddp::LaunchEnv env = ddp::discover_launch_env();
-  const std::string host = host_name();
+  const std::string host = ddp::host_name();
   std::printf("hello from rank %d of %d (local %d of %d, node %d) on %s, set by %s\n",
               env.rank, env.world_size, env.local_rank, env.local_world_size, env.node_rank,
               host.c_str(), ddp::to_string(env.launcher));
@@ -90,7 +85,7 @@ int main(int argc, char** argv) {
   try {
     return run(argc, argv);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "ch00_hello on %s: %s\n", host_name().c_str(), e.what());
+    std::fprintf(stderr, "ch00_hello on %s: %s\n", ddp::host_name().c_str(), e.what());
     return 1;
   }
 }

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Runs COMMAND and passes only when it exits 0 and a line of its output (stdout and
+# stderr) matches the extended regex PATTERN. For tests of programs that print a final
+# "ok" line: ctest's PASS_REGULAR_EXPRESSION alone would ignore the exit code, so a rank
+# that crashed after that line was printed would go unnoticed.
+#   expect_output.sh PATTERN COMMAND [ARGS...]
+set -uo pipefail
+pattern=$1
+shift
+output=$("$@" 2>&1)
+rc=$?
+printf '%s\n' "$output"
+((rc == 0)) || { echo "FAIL: $1 exited with $rc"; exit 1; }
+grep -Eq -- "$pattern" <<<"$output" ||
+  { echo "FAIL: no line of the output matches /$pattern/"; exit 1; }
