@@ -2,6 +2,8 @@
 // (see dist/process_group.hpp).
 #include "dist/process_group.hpp"
 
+#include "tensor/error.hpp"
+
 namespace ddp {
 
 const char* to_string(ReduceOp op) {
@@ -12,6 +14,31 @@ const char* to_string(ReduceOp op) {
     case ReduceOp::Min: return "min";
   }
   return "?";
+}
+
+std::string ProcessGroup::where(const char* collective) const {
+  return detail::concat("rank ", rank(), "/", size(), " (", backend_name(), ") ", collective);
+}
+
+void ProcessGroup::check_root(const char* collective, int root) const {
+  DDP_CHECK(root >= 0 && root < size(), where(collective), ": root ", root,
+            " is not a rank of this group of ", size());
+}
+
+void ProcessGroup::check_all_gather(const Tensor& output, const Tensor& input) const {
+  DDP_CHECK(input.dtype() == output.dtype(), where("all_gather"), ": input is ",
+            input.describe(), " but output is ", output.describe());
+  DDP_CHECK(output.numel() == input.numel() * size(), where("all_gather"), ": output has ",
+            output.numel(), " elements, expected size() * input.numel() = ", size(), " * ",
+            input.numel());
+}
+
+void ProcessGroup::check_reduce_scatter(const Tensor& output, const Tensor& input) const {
+  DDP_CHECK(input.dtype() == output.dtype(), where("reduce_scatter"), ": input is ",
+            input.describe(), " but output is ", output.describe());
+  DDP_CHECK(input.numel() == output.numel() * size(), where("reduce_scatter"), ": input has ",
+            input.numel(), " elements, expected size() * output.numel() = ", size(), " * ",
+            output.numel());
 }
 
 namespace detail {

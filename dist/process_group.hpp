@@ -51,7 +51,18 @@ class ProcessGroup {
   // Completes once every rank has entered it.
   virtual std::shared_ptr<Work> barrier() = 0;
 
+ protected:
+  // The argument checks every backend makes before it queues a collective (each backend
+  // adds its own, on dtype and device). The errors name this rank, the backend and the
+  // collective: "rank 1/4 (tcp) all_gather: output has 7 elements, expected size() *
+  // input.numel() = 4 * 2".
+  void check_root(const char* collective, int root) const;
+  void check_all_gather(const Tensor& output, const Tensor& input) const;
+  void check_reduce_scatter(const Tensor& output, const Tensor& input) const;
+
  private:
+  std::string where(const char* collective) const;
+
   int rank_;
   int size_;
 };

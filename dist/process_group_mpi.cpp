@@ -280,8 +280,7 @@ class ProcessGroupMpi final : public ProcessGroup {
 
   std::shared_ptr<Work> broadcast(Tensor& tensor, int root) override {
     check_tensor(tensor, "broadcast", "tensor");
-    DDP_CHECK(root >= 0 && root < size(), "mpi broadcast: root ", root,
-              " is not a rank of this group of ", size());
+    check_root("broadcast", root);
     const int count = mpi_count(tensor.numel(), "mpi broadcast");
     auto job = make_op(detail::concat("broadcast of ", count, " ",
                                       dtype_name(tensor.dtype()), " from rank ", root));
@@ -297,11 +296,7 @@ class ProcessGroupMpi final : public ProcessGroup {
   std::shared_ptr<Work> all_gather(Tensor& output, const Tensor& input) override {
     check_tensor(input, "all_gather", "input");
     check_tensor(output, "all_gather", "output");
-    DDP_CHECK(input.dtype() == output.dtype(), "mpi all_gather: input is ", input.describe(),
-              " but output is ", output.describe());
-    DDP_CHECK(output.numel() == input.numel() * size(), "mpi all_gather: output has ",
-              output.numel(), " elements, expected size() * input.numel() = ", size(), " * ",
-              input.numel());
+    check_all_gather(output, input);
     const int count = mpi_count(output.numel(), "mpi all_gather") / size();
     auto job = make_op(detail::concat("all_gather of ", count, " ",
                                       dtype_name(input.dtype()), " per rank"));
@@ -319,11 +314,7 @@ class ProcessGroupMpi final : public ProcessGroup {
                                        ReduceOp op) override {
     check_tensor(input, "reduce_scatter", "input");
     check_tensor(output, "reduce_scatter", "output");
-    DDP_CHECK(input.dtype() == output.dtype(), "mpi reduce_scatter: input is ",
-              input.describe(), " but output is ", output.describe());
-    DDP_CHECK(input.numel() == output.numel() * size(), "mpi reduce_scatter: input has ",
-              input.numel(), " elements, expected size() * output.numel() = ", size(), " * ",
-              output.numel());
+    check_reduce_scatter(output, input);
     const int count = mpi_count(input.numel(), "mpi reduce_scatter") / size();
     auto job = make_op(detail::concat("reduce_scatter of ", count, " ",
                                       dtype_name(input.dtype()), " per rank (",

@@ -315,8 +315,7 @@ class ProcessGroupNccl final : public ProcessGroup {
 
   std::shared_ptr<Work> broadcast(Tensor& tensor, int root) override {
     check_tensor(tensor, "broadcast", "tensor");
-    DDP_CHECK(root >= 0 && root < size(), "nccl broadcast: root ", root,
-              " is not a rank of this group of ", size());
+    check_root("broadcast", root);
     const auto count = static_cast<std::size_t>(tensor.numel());
     return launch(detail::concat("broadcast of ", count, " ", dtype_name(tensor.dtype()),
                                  " from rank ", root),
@@ -329,11 +328,7 @@ class ProcessGroupNccl final : public ProcessGroup {
   std::shared_ptr<Work> all_gather(Tensor& output, const Tensor& input) override {
     check_tensor(input, "all_gather", "input");
     check_tensor(output, "all_gather", "output");
-    DDP_CHECK(input.dtype() == output.dtype(), "nccl all_gather: input is ",
-              input.describe(), " but output is ", output.describe());
-    DDP_CHECK(output.numel() == input.numel() * size(), "nccl all_gather: output has ",
-              output.numel(), " elements, expected size() * input.numel() = ", size(), " * ",
-              input.numel());
+    check_all_gather(output, input);
     const auto count = static_cast<std::size_t>(input.numel());
     return launch(detail::concat("all_gather of ", count, " ", dtype_name(input.dtype()),
                                  " per rank"),
@@ -347,11 +342,7 @@ class ProcessGroupNccl final : public ProcessGroup {
                                        ReduceOp op) override {
     check_tensor(input, "reduce_scatter", "input");
     check_tensor(output, "reduce_scatter", "output");
-    DDP_CHECK(input.dtype() == output.dtype(), "nccl reduce_scatter: input is ",
-              input.describe(), " but output is ", output.describe());
-    DDP_CHECK(input.numel() == output.numel() * size(), "nccl reduce_scatter: input has ",
-              input.numel(), " elements, expected size() * output.numel() = ", size(), " * ",
-              output.numel());
+    check_reduce_scatter(output, input);
     const auto count = static_cast<std::size_t>(output.numel());
     return launch(detail::concat("reduce_scatter of ", count, " ", dtype_name(input.dtype()),
                                  " per rank (", to_string(op), ")"),

@@ -308,9 +308,7 @@ void ProcessGroupTcp::ring_all_reduce(T* data, std::int64_t n, ReduceOp op) {
 std::shared_ptr<Work> ProcessGroupTcp::all_gather(Tensor& output, const Tensor& input) {
   check_tensor(input, "all_gather", "input");
   check_tensor(output, "all_gather", "output");
-  DDP_CHECK(output.dtype() == input.dtype() && output.numel() == input.numel() * size(),
-            who(), ": all_gather: output ", output.describe(), " must hold size() = ", size(),
-            " times input ", input.describe());
+  check_all_gather(output, input);
   Tensor out = output;
   Tensor in = input;
   return enqueue(describe("all_gather", in), [this, out, in]() mutable {
@@ -332,9 +330,7 @@ std::shared_ptr<Work> ProcessGroupTcp::reduce_scatter(Tensor& output, const Tens
                                                       ReduceOp op) {
   check_tensor(input, "reduce_scatter", "input");
   check_tensor(output, "reduce_scatter", "output");
-  DDP_CHECK(output.dtype() == input.dtype() && input.numel() == output.numel() * size(),
-            who(), ": reduce_scatter: input ", input.describe(), " must hold size() = ", size(),
-            " times output ", output.describe());
+  check_reduce_scatter(output, input);
   Tensor out = output;
   Tensor in = input;
   const std::string extra = std::string(" (") + to_string(op) + ")";
@@ -384,8 +380,7 @@ void ProcessGroupTcp::ring_reduce_scatter(T* data, std::int64_t n, ReduceOp op) 
 
 std::shared_ptr<Work> ProcessGroupTcp::broadcast(Tensor& tensor, int root) {
   check_tensor(tensor, "broadcast", "tensor");
-  DDP_CHECK(root >= 0 && root < size(), who(), ": broadcast from root ", root,
-            ", not a rank of this group of ", size());
+  check_root("broadcast", root);
   Tensor t = tensor;
   const std::string extra = " from rank " + std::to_string(root);
   return enqueue(describe("broadcast", t, extra.c_str()), [this, t, root]() mutable {

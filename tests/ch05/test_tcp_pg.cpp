@@ -263,6 +263,30 @@ TEST_CASE("tcp group of one process: every collective is the identity", "[ch05][
   me.group->barrier()->wait(5s);
 }
 
+TEST_CASE("tcp collectives refuse a bad root or mismatched tensors and name the rank",
+          "[ch05][tcp]") {
+  // The checks every backend shares (ProcessGroup::check_*), on a group of one.
+  auto server = start_server();
+  Rank me = join(server->port(), 0, 1, "checks");
+  Tensor two = ddp::zeros({2});
+  Tensor three = ddp::zeros({3});
+  Tensor ints = ddp::zeros({2}, {ddp::DType::Int64});
+  CHECK_THROWS_WITH(me.group->broadcast(two, 1),
+                    Catch::Contains("rank 0/1 (tcp) broadcast: root 1 is not a rank of this "
+                                    "group of 1"));
+  CHECK_THROWS_WITH(me.group->all_gather(three, two),
+                    Catch::Contains("rank 0/1 (tcp) all_gather: output has 3 elements, "
+                                    "expected size() * input.numel() = 1 * 2"));
+  CHECK_THROWS_WITH(me.group->reduce_scatter(ints, two),
+                    Catch::Contains("rank 0/1 (tcp) reduce_scatter: input is float32") &&
+                        Catch::Contains("but output is int64"));
+  CHECK_THROWS_WITH(me.group->reduce_scatter(two, three),
+                    Catch::Contains("input has 3 elements, expected size() * output.numel() "
+                                    "= 1 * 2"));
+  // Refused before anything was queued: the group still works.
+  CHECK(check_collectives<float>(*me.group, {5}) == 0);
+}
+
 TEST_CASE("tcp collectives in 2, 3 and 4 processes match the closed forms", "[ch05][tcp]") {
   for (int w : {2, 3, 4}) {
     auto server = start_server();
