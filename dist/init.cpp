@@ -22,6 +22,7 @@ struct Rendezvous {
   int rank = 0;
   int world_size = 1;
   int local_rank = 0;
+  Launcher launcher = Launcher::None;  // who set rank and world size, if anyone
   std::shared_ptr<Store> store;  // null for mpi, which meets through MPI
 };
 
@@ -55,6 +56,7 @@ Rendezvous rendezvous(const InitOptions& options, bool need_store) {
   r.rank = options.rank >= 0 ? options.rank : env.rank;
   r.world_size = options.world_size >= 0 ? options.world_size : env.world_size;
   r.local_rank = env.local_rank;
+  r.launcher = env.launcher;
   DDP_CHECK(r.world_size >= 1 && r.rank >= 0 && r.rank < r.world_size, "init_process_group: rank ",
             r.rank, " of world size ", r.world_size, " (launcher: ", env.describe(), ")");
   if (!need_store) return r;
@@ -86,7 +88,7 @@ std::unique_ptr<ProcessGroup> init_process_group(const InitOptions& options) {
     // MPI meets through its own launcher; the environment only serves as a cross-check.
     const Rendezvous r = rendezvous(options, /*need_store=*/false);
     std::unique_ptr<ProcessGroup> group = make_process_group_mpi(options.timeout);
-    const bool known = options.rank >= 0 || discover_launch_env().launcher != Launcher::None;
+    const bool known = options.rank >= 0 || r.launcher != Launcher::None;
     DDP_CHECK(!known || (group->rank() == r.rank && group->size() == r.world_size),
               "init_process_group(backend=mpi): MPI says rank ", group->rank(), " of ",
               group->size(), ", the environment says rank ", r.rank, " of ", r.world_size,

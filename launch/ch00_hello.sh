@@ -30,21 +30,10 @@ case ${DDP_LAUNCH:-srun} in
     srun "$hello"
     ;;
   ddprun)
-    # One task per node, and ddprun (the torchrun of ddp.cpp) starts the node's ranks.
-    # --ntasks-per-node=1 matters: without it srun starts one ddprun per *slot*, and
-    # every ddprun starts its own set of ranks: duplicates (ddp-doctor says so).
-    ddprun=$(ddp_program ddprun)
-    per_node=${SLURM_TASKS_PER_NODE%%[(,]*}   # "2(x2)": 2 tasks on each of 2 nodes -> 2
-    # --ntasks too: the job's own task count (4) is inherited, and srun would ignore
-    # --ntasks-per-node=1 in its favour. The node rank differs per node, so it is read
-    # on the node: bash -c runs there.
-    ddprun_per_node() {
-      srun --ntasks="$SLURM_NNODES" --ntasks-per-node=1 bash -c 'exec "$0" --nnodes "$SLURM_NNODES" \
-        --node-rank "$SLURM_NODEID" --master-addr "$MASTER_ADDR" --master-port "$MASTER_PORT" \
-        "$@"' "$ddprun" --nproc-per-node "$per_node" "$@"
-    }
-    ddprun_per_node "$doctor"
-    ddprun_per_node "$hello"
+    # One task per node, and ddprun (the torchrun of ddp.cpp) starts the node's ranks:
+    # ddp_ddprun_per_node in common.sh (why --ntasks-per-node=1 matters is said there).
+    ddp_ddprun_per_node "$doctor"
+    ddp_ddprun_per_node "$hello"
     ;;
   mpirun)
     # mpirun reads the allocation itself (hosts and slots) and starts its daemons on

@@ -29,20 +29,10 @@ case ${DDP_LAUNCH:-srun} in
     srun "$program" --backend "${DDP_BACKEND:-tcp}"
     ;;
   ddprun)
-    # One ddprun per node (--ntasks-per-node=1: see launch/README.md), which starts the
-    # node's ranks with RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT.
-    ddprun=$(ddp_program ddprun)
-    per_node=${SLURM_TASKS_PER_NODE%%[(,]*}   # "2(x2)": 2 tasks on each of 2 nodes -> 2
-    # --ntasks too: the job's own task count (4) is inherited, and srun would ignore
-    # --ntasks-per-node=1 in its favour. The node rank differs per node, so it is read
-    # on the node: bash -c runs there.
-    ddprun_per_node() {
-      srun --ntasks="$SLURM_NNODES" --ntasks-per-node=1 bash -c 'exec "$0" --nnodes "$SLURM_NNODES" \
-        --node-rank "$SLURM_NODEID" --master-addr "$MASTER_ADDR" --master-port "$MASTER_PORT" \
-        "$@"' "$ddprun" --nproc-per-node "$per_node" "$@"
-    }
-    ddprun_per_node "$doctor"
-    ddprun_per_node "$program" --backend "${DDP_BACKEND:-tcp}"
+    # One ddprun per node (ddp_ddprun_per_node, common.sh), which starts the node's
+    # ranks with RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT.
+    ddp_ddprun_per_node "$doctor"
+    ddp_ddprun_per_node "$program" --backend "${DDP_BACKEND:-tcp}"
     ;;
   mpirun)
     # mpirun reads the allocation and starts one rank per slot; -x passes variables on.

@@ -45,6 +45,21 @@ ddp_program() {
   echo "$DDP_BIN/$1"
 }
 
+# ddp_ddprun_per_node PROGRAM [ARGS...]: inside a SLURM allocation, one ddprun per node
+# (the torchrun pattern, launch/README.md method 2), each starting that node's ranks.
+# --ntasks-per-node=1 matters: without it srun starts one ddprun per *slot*, and every
+# ddprun starts its own set of ranks: duplicates (ddp-doctor says so). --ntasks too: the
+# job's own task count is inherited, and srun would ignore --ntasks-per-node=1 in its
+# favour. The node rank differs per node, so it is read on the node: bash -c runs there.
+ddp_ddprun_per_node() {
+  local ddprun per_node
+  ddprun=$(ddp_program ddprun) || exit 2
+  per_node=${SLURM_TASKS_PER_NODE%%[(,]*}   # "2(x2)": 2 tasks on each of 2 nodes -> 2
+  srun --ntasks="$SLURM_NNODES" --ntasks-per-node=1 bash -c 'exec "$0" --nnodes "$SLURM_NNODES" \
+    --node-rank "$SLURM_NODEID" --master-addr "$MASTER_ADDR" --master-port "$MASTER_PORT" \
+    "$@"' "$ddprun" --nproc-per-node "$per_node" "$@"
+}
+
 # ---- The job's hosts, master address and port ----------------------------------------
 # The hosts in launch order. SLURM: the allocation's hostlist ("node[1-2]") expanded by
 # scontrol. PBS: $PBS_NODEFILE has one line per slot, so a host appears once per rank.

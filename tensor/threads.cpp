@@ -4,6 +4,8 @@
 
 #include <omp.h>
 
+#include <algorithm>
+
 #include <Eigen/Core>
 
 #include "tensor/error.hpp"
@@ -17,5 +19,9 @@ void set_num_threads(int n) {
 }
 
 int get_num_threads() { return omp_get_max_threads(); }
+
+int threads_for(std::int64_t items) {
+  return static_cast<int>(std::clamp<std::int64_t>(items, 1, get_num_threads()));
+}
 
 }  // namespace ddp

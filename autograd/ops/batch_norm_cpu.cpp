@@ -25,12 +25,9 @@ struct Channels {
   double n() const { return static_cast<double>(B * HW); }
 };
 
-// Channels go to the threads as they ask for them (Note [Work shared out on demand],
-// conv_cpu.cpp); each channel's sums are computed by one thread, so the results do not
-// depend on the schedule or the thread count.
-int threads_for(std::int64_t channels) {
-  return static_cast<int>(std::clamp<std::int64_t>(channels, 1, get_num_threads()));
-}
+// Channels go to the threads as they ask for them (threads_for(C) of them; Note [Work
+// shared out on demand], conv_cpu.cpp); each channel's sums are computed by one thread,
+// so the results do not depend on the schedule or the thread count.
 
 // Per channel: rstd = 1 / sqrt(var + eps), k = w * rstd (w = 1 without affine weight).
 float rstd_of(float var, double eps) { return 1.0f / std::sqrt(var + static_cast<float>(eps)); }

@@ -326,10 +326,6 @@ void col2im_any(float* dcols, const ConvShape& s, Band band, float* dplanes) {
 }
 
 // Threads for a loop over `images` images: no more than there are images.
-int threads_for(std::int64_t images) {
-  return static_cast<int>(std::clamp<std::int64_t>(images, 1, get_num_threads()));
-}
-
 // Note [Work shared out on demand]
 // The loops over images hand out work as threads ask for it (schedule(dynamic)), not
 // in fixed halves: on a shared machine one thread may lose its core for a while, and

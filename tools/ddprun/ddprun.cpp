@@ -276,8 +276,9 @@ int supervise(std::vector<Rank>& ranks, int signal_fd, const Options& o) {
   int got_signal = 0;
   bool timed_out = false;
 
-  const auto stop_everyone = [&] {
-    signal_all(ranks, SIGTERM);
+  // Sends `sig` to every rank, and SIGKILL after kGracePeriod to whoever is left.
+  const auto stop_everyone = [&](int sig) {
+    signal_all(ranks, sig);
     if (!kill_at) kill_at = Clock::now() + kGracePeriod;
   };
   // Picks the rank to blame among the failures of the first kBlameWindow (a signal
@@ -294,7 +295,7 @@ int supervise(std::vector<Rank>& ranks, int signal_fd, const Options& o) {
       std::fprintf(stderr, "ddprun: rank %d also failed: %s\n", ranks[i].rank,
                    describe_status(ranks[i].status).c_str());
     }
-    stop_everyone();
+    stop_everyone(SIGTERM);
   };
 
   for (;;) {
@@ -328,8 +329,7 @@ int supervise(std::vector<Rank>& ranks, int signal_fd, const Options& o) {
           got_signal = sig;
           std::fprintf(stderr, "ddprun: got %s, forwarding it to every rank\n", strsignal(sig));
         }
-        signal_all(ranks, sig);
-        if (!kill_at) kill_at = Clock::now() + kGracePeriod;
+        stop_everyone(sig);
       }
     }
 
@@ -352,7 +352,7 @@ int supervise(std::vector<Rank>& ranks, int signal_fd, const Options& o) {
       timed_out = true;
       std::fprintf(stderr, "ddprun: the job ran past --timeout %d s; stopping every rank\n",
                    o.timeout_s);
-      stop_everyone();
+      stop_everyone(SIGTERM);
     }
     if (kill_at && now >= *kill_at) {
       signal_all(ranks, SIGKILL);
