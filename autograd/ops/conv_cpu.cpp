@@ -11,6 +11,7 @@
 #include "autograd/function.hpp"
 #include "autograd/fused_cpu.hpp"
 #include "autograd/ops/conv_shape.hpp"
+#include "autograd/ops/conv_winograd_cpu.hpp"
 #include "tensor/ops.hpp"
 #include "tensor/threads.hpp"
 
@@ -48,6 +49,10 @@ using ConstMat = Eigen::Map<const RowMajor>;
 // one core of the dev box sustains. What is left to win is outside the GEMM. Nor did
 // computing dx of the stride-1 layers as a convolution of dy with the flipped weight
 // (im2col of dy + one GEMM, no col2im and no zeroing of dx) change their time.
+// What did win was fewer multiplications: the 3x3 stride-1 layers with 8 or more
+// channels and 100 or more pixels go to Winograd's F(2x2, 3x3) instead, forward and
+// backward (conv_winograd_cpu.cpp, forward_winograd and backward_winograd below); the
+// stem, the stride-2 layers, the 1x1 shortcuts and the 7x7 block3 stay here.
 
 // Output columns wo in [lo, hi) read input column wo*s + offset inside [0, n_in).
 struct Span {
@@ -206,7 +211,7 @@ void im2col_band_planes(const float* planes, const ConvShape& s, Band band, floa
         const Phase col = phase_of(s, j);
         float* out_rows = cols + ((c * s.kh + i) * s.kw + j) * n;
         float* out = out_rows + (in.ho0 - band.ho0) * s.Wo;
-        std::fill(out_rows, out, 0.0f);             // rows above the plane
+        std::fill(out_rows, out, 0.0f);              // rows above the plane
         std::fill(out + count, out_rows + n, 0.0f);  // rows below it
         if (count == 0) continue;
         // Note [Patch rows as one shifted copy]
@@ -345,69 +350,130 @@ using ConstBandMat = Eigen::Map<const RowMajor, 0, Eigen::OuterStride<>>;
 
 // ==== Backward =========================================================================
 
+// g: (B, O, Ho, Wo), x: (B, C, H, W), weight: (O, C, kh, kw), all contiguous -> gx (B, C,
+// H, W) when want_x, gw (O, C, kh, kw) when want_w: band by band, patch matrix and GEMMs
+// (Note [Convolution one image at a time]).
+void backward_patches(const ConvShape& s, const Tensor& g, const Tensor& x, const Tensor& weight,
+                      bool want_x, bool want_w, Tensor& gx, Tensor& gw) {
+  const std::int64_t K = s.K(), L = s.L(), O = s.O, image = s.C * s.H * s.W;
+  const std::int64_t rows = rows_per_band(s), n_max = rows * s.Wo;
+  // Note [Strided convolution on phase planes]: x's and dx's planes, per image.
+  const bool strided_planes = s.stride > 1 && on_phase_planes(s);
+  const std::int64_t phases = strided_planes ? phase_floats(s) : 0;
+  const std::int64_t per_thread = 2 * K * n_max + 2 * phases;
+  const std::int64_t chunks = std::min(kDwChunks, s.B);
+  const int threads = threads_for(chunks);
+  if (want_x) gx = empty({s.B, s.C, s.H, s.W});
+  // Per thread: cols (K, n) for dW, dcols (K, n) for dx and the two images' phase
+  // planes. Per chunk: dW (O, K).
+  Tensor work = empty({threads, per_thread});
+  Tensor dw_chunks = zeros({chunks, O * K});
+  float* pw = work.data<float>();
+  float* pdw = dw_chunks.data<float>();
+  const float* pg = g.data<float>();
+  const float* px = want_w ? x.data<float>() : nullptr;
+  const float* pweight = want_x ? weight.data<float>() : nullptr;
+  float* pgx = want_x ? gx.data<float>() : nullptr;
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+  for (std::int64_t chunk = 0; chunk < chunks; ++chunk) {
+    float* cols = pw + omp_get_thread_num() * per_thread;
+    float* dcols = cols + K * n_max;
+    float* x_planes = dcols + K * n_max;
+    float* dx_planes = x_planes + phases;
+    Mat dw(pdw + chunk * O * K, O, K);
+    for (std::int64_t b = chunk * s.B / chunks; b < (chunk + 1) * s.B / chunks; ++b) {
+      const float* planes = want_w ? planes_of(px + b * image, s, x_planes) : nullptr;
+      float* dplanes = !want_x ? nullptr : strided_planes ? dx_planes : pgx + b * image;
+      if (want_x) std::fill(dplanes, dplanes + (strided_planes ? phases : image), 0.0f);
+      for (Band band{0, 0}; band.ho1 < s.Ho; band.ho0 = band.ho1) {
+        band.ho1 = std::min(band.ho0 + rows, s.Ho);
+        const std::int64_t n = (band.ho1 - band.ho0) * s.Wo;
+        const ConstBandMat dy(pg + b * O * L + band.ho0 * s.Wo, O, n, Eigen::OuterStride<>(L));
+        if (want_w) {
+          im2col_any(planes, s, band, cols);
+          dw.noalias() += dy * ConstMat(cols, K, n).transpose();
+        }
+        if (want_x) {
+          Mat(dcols, K, n).noalias() = ConstMat(pweight, O, K).transpose() * dy;
+          col2im_any(dcols, s, band, dplanes);
+        }
+      }
+      if (want_x && strided_planes) from_phase_planes(dx_planes, s, pgx + b * image);
+    }
+  }
+  if (want_w) {  // Note [Work shared out on demand]: chunk order, fixed
+    gw = zeros({O, s.C, s.kh, s.kw});
+    Mat sum(gw.data<float>(), O, K);
+    for (std::int64_t chunk = 0; chunk < chunks; ++chunk) sum += Mat(pdw + chunk * O * K, O, K);
+  }
+}
+
+// The same for a 3x3 "same" layer, by Winograd (conv_winograd_cpu.cpp): dx is the
+// convolution of dy with the flipped filters, O -> C channels; dW is summed over the
+// images in the transformed space, one (16, O, C) sum per thread for its current chunk,
+// and transformed back to (O, C, 3, 3) when the chunk ends.
+void backward_winograd(const ConvShape& s, const Tensor& g, const Tensor& x, const Tensor& weight,
+                       bool want_x, bool want_w, Tensor& gx, Tensor& gw) {
+  const std::int64_t O = s.O, C = s.C, image = C * s.H * s.W, dw_floats = O * C * 9;
+  const detail::WinogradShape forward{C, O, s.H, s.W}, flipped{O, C, s.H, s.W};
+  const std::int64_t scratch =
+      std::max(want_x ? flipped.scratch_floats() : 0, want_w ? forward.scratch_floats() : 0);
+  const std::int64_t per_thread = scratch + 16 * O * C;  // + the chunk's transformed dW
+  const std::int64_t chunks = std::min(kDwChunks, s.B);
+  const int threads = threads_for(chunks);
+  Tensor u;  // the flipped filters, transformed
+  if (want_x) {
+    gx = empty({s.B, C, s.H, s.W});
+    u = empty({16, C, O});
+    detail::winograd_weight(weight.data<float>(), O, C, /*flipped=*/true, u.data<float>());
+  }
+  Tensor work = empty({threads, per_thread});
+  Tensor dw_chunks = empty({chunks, dw_floats});  // each chunk writes all of its own
+  const float* pg = g.data<float>();
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+  for (std::int64_t chunk = 0; chunk < chunks; ++chunk) {
+    float* sc = work.data<float>() + omp_get_thread_num() * per_thread;
+    float* dw_hat = sc + scratch;
+    const std::int64_t first = chunk * s.B / chunks, end = (chunk + 1) * s.B / chunks;
+    for (std::int64_t b = first; b < end; ++b) {
+      const float* dy = pg + b * O * s.L();
+      if (want_x) {
+        detail::winograd_conv_image(dy, u.data<float>(), nullptr, flipped, sc,
+                                    gx.data<float>() + b * image);
+      }
+      if (want_w) {
+        detail::winograd_weight_grad_image(x.data<float>() + b * image, dy, forward,
+                                           /*accumulate=*/b > first, sc, dw_hat);
+      }
+    }
+    if (want_w) {
+      detail::winograd_weight_grad_finish(dw_hat, O, C,
+                                          dw_chunks.data<float>() + chunk * dw_floats);
+    }
+  }
+  if (want_w) {  // Note [Work shared out on demand]: chunk order, fixed
+    gw = zeros({O, C, 3, 3});
+    Mat sum(gw.data<float>(), O, C * 9);
+    for (std::int64_t chunk = 0; chunk < chunks; ++chunk) {
+      sum += Mat(dw_chunks.data<float>() + chunk * dw_floats, O, C * 9);
+    }
+  }
+}
+
 struct Conv2dCpuBackward final : Node {
   ConvShape s;
   Tensor x;       // (B, C, H, W) contiguous, saved when the weight needs a gradient
   Tensor weight;  // (O, C, kh, kw) contiguous, saved when x needs a gradient
   std::vector<Tensor> backward(const Tensor& g_in) override {  // g: (B, O, Ho, Wo)
     const bool want_x = needs_input_grad(0), want_w = needs_input_grad(1);
-    const bool want_b = needs_input_grad(2);
     const Tensor g = g_in.contiguous();
-    const std::int64_t K = s.K(), L = s.L(), O = s.O, image = s.C * s.H * s.W;
-    const std::int64_t rows = rows_per_band(s), n_max = rows * s.Wo;
-    // Note [Strided convolution on phase planes]: x's and dx's planes, per image.
-    const bool strided_planes = s.stride > 1 && on_phase_planes(s);
-    const std::int64_t phases = strided_planes ? phase_floats(s) : 0;
-    const std::int64_t per_thread = 2 * K * n_max + 2 * phases;
-    const std::int64_t chunks = std::min(kDwChunks, s.B);
-    const int threads = threads_for(chunks);
     Tensor gx, gw, gb;
-    if (want_x || want_w) {
-      if (want_x) gx = empty({s.B, s.C, s.H, s.W});
-      // Per thread: cols (K, n) for dW, dcols (K, n) for dx and the two images' phase
-      // planes. Per chunk: dW (O, K).
-      Tensor work = empty({threads, per_thread});
-      Tensor dw_chunks = zeros({chunks, O * K});
-      float* pw = work.data<float>();
-      float* pdw = dw_chunks.data<float>();
-      const float* pg = g.data<float>();
-      const float* px = want_w ? x.data<float>() : nullptr;
-      const float* pweight = want_x ? weight.data<float>() : nullptr;
-      float* pgx = want_x ? gx.data<float>() : nullptr;
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
-      for (std::int64_t chunk = 0; chunk < chunks; ++chunk) {
-        float* cols = pw + omp_get_thread_num() * per_thread;
-        float* dcols = cols + K * n_max;
-        float* x_planes = dcols + K * n_max;
-        float* dx_planes = x_planes + phases;
-        Mat dw(pdw + chunk * O * K, O, K);
-        for (std::int64_t b = chunk * s.B / chunks; b < (chunk + 1) * s.B / chunks; ++b) {
-          const float* planes = want_w ? planes_of(px + b * image, s, x_planes) : nullptr;
-          float* dplanes = !want_x ? nullptr : strided_planes ? dx_planes : pgx + b * image;
-          if (want_x) std::fill(dplanes, dplanes + (strided_planes ? phases : image), 0.0f);
-          for (Band band{0, 0}; band.ho1 < s.Ho; band.ho0 = band.ho1) {
-            band.ho1 = std::min(band.ho0 + rows, s.Ho);
-            const std::int64_t n = (band.ho1 - band.ho0) * s.Wo;
-            const ConstBandMat dy(pg + b * O * L + band.ho0 * s.Wo, O, n, Eigen::OuterStride<>(L));
-            if (want_w) {
-              im2col_any(planes, s, band, cols);
-              dw.noalias() += dy * ConstMat(cols, K, n).transpose();
-            }
-            if (want_x) {
-              Mat(dcols, K, n).noalias() = ConstMat(pweight, O, K).transpose() * dy;
-              col2im_any(dcols, s, band, dplanes);
-            }
-          }
-          if (want_x && strided_planes) from_phase_planes(dx_planes, s, pgx + b * image);
-        }
-      }
-      if (want_w) {  // Note [Work shared out on demand]: chunk order, fixed
-        gw = zeros({O, s.C, s.kh, s.kw});
-        Mat sum(gw.data<float>(), O, K);
-        for (std::int64_t chunk = 0; chunk < chunks; ++chunk) sum += Mat(pdw + chunk * O * K, O, K);
-      }
+    if ((want_x || want_w) && detail::winograd_applies(s)) {
+      backward_winograd(s, g, x, weight, want_x, want_w, gx, gw);
+    } else if (want_x || want_w) {
+      backward_patches(s, g, x, weight, want_x, want_w, gx, gw);
     }
-    if (want_b) gb = ddp::sum(ddp::sum(g.view({s.B, O, L}), 2), 0);
+    if (needs_input_grad(2)) gb = ddp::sum(ddp::sum(g.view({s.B, s.O, s.L()}), 2), 0);
     return {gx, gw, gb};
   }
   const char* name() const override { return "Conv2dCpuBackward"; }
@@ -418,27 +484,22 @@ struct Conv2dCpuBackward final : Node {
 
 // ==== Forward ==========================================================================
 
-// x: (B, C, H, W), weight: (O, C, kh, kw), bias: (O) or undefined -> (B, O, Ho, Wo).
-Variable conv2d_cpu(const Variable& x, const Variable& weight, const Variable& bias,
-                    std::int64_t stride, std::int64_t padding) {
-  const ConvShape s = detail::conv_shape(x, weight, bias, stride, padding);
-  DDP_CHECK(fused_cpu_applies(x.data()), "conv2d_cpu: x is ", x.data().describe(),
-            ", expected float32 on the cpu\nhint: call conv2d(), which picks the version");
-  const Tensor xc = x.data().contiguous();
-  const Tensor w = weight.data().contiguous();
+namespace {
+
+// x: (B, C, H, W) and w: (O, C, kh, kw), contiguous; bias: (O) or nullptr -> y (B, O, Ho,
+// Wo): band by band, patch matrix and GEMM (Note [Convolution one image at a time]).
+void forward_patches(const Tensor& x, const Tensor& w, const float* bias, const ConvShape& s,
+                     Tensor& y) {
   const std::int64_t K = s.K(), L = s.L(), O = s.O, image = s.C * s.H * s.W;
   const std::int64_t rows = rows_per_band(s), n_max = rows * s.Wo;
-  Tensor y = empty({s.B, O, s.Ho, s.Wo});
   const int threads = threads_for(s.B);
   const std::int64_t phases = s.stride > 1 && on_phase_planes(s) ? phase_floats(s) : 0;
   const std::int64_t per_thread = K * n_max + phases;  // one band's cols, x's phase planes
   Tensor work = empty({threads, per_thread});
   float* pw = work.data<float>();
-  const float* px = xc.data<float>();
+  const float* px = x.data<float>();
   float* py = y.data<float>();
   const ConstMat wm(w.data<float>(), O, K);
-  const Tensor bias_c = bias.defined() ? bias.data().contiguous() : Tensor();
-  const float* pb = bias.defined() ? bias_c.data<float>() : nullptr;
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)  // Note [Work shared ...]
   for (std::int64_t b = 0; b < s.B; ++b) {
     float* cols = pw + omp_get_thread_num() * per_thread;
@@ -449,8 +510,44 @@ Variable conv2d_cpu(const Variable& x, const Variable& weight, const Variable& b
       im2col_any(planes, s, band, cols);
       BandMat yb(py + b * O * L + band.ho0 * s.Wo, O, n, Eigen::OuterStride<>(L));
       yb.noalias() = wm * ConstMat(cols, K, n);
-      if (pb != nullptr) yb.colwise() += Eigen::Map<const Eigen::VectorXf>(pb, O);
+      if (bias != nullptr) yb.colwise() += Eigen::Map<const Eigen::VectorXf>(bias, O);
     }
+  }
+}
+
+// The same for a 3x3 "same" convolution, by Winograd (conv_winograd_cpu.cpp).
+void forward_winograd(const Tensor& x, const Tensor& w, const float* bias, const ConvShape& s,
+                      Tensor& y) {
+  const detail::WinogradShape shape{s.C, s.O, s.H, s.W};
+  Tensor u = empty({16, s.O, s.C});
+  detail::winograd_weight(w.data<float>(), s.O, s.C, /*flipped=*/false, u.data<float>());
+  const int threads = threads_for(s.B);
+  Tensor work = empty({threads, shape.scratch_floats()});
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)  // Note [Work shared ...]
+  for (std::int64_t b = 0; b < s.B; ++b) {
+    float* scratch = work.data<float>() + omp_get_thread_num() * shape.scratch_floats();
+    detail::winograd_conv_image(x.data<float>() + b * s.C * s.H * s.W, u.data<float>(), bias, shape,
+                                scratch, y.data<float>() + b * s.O * s.L());
+  }
+}
+
+}  // namespace
+
+// x: (B, C, H, W), weight: (O, C, kh, kw), bias: (O) or undefined -> (B, O, Ho, Wo).
+Variable conv2d_cpu(const Variable& x, const Variable& weight, const Variable& bias,
+                    std::int64_t stride, std::int64_t padding) {
+  const ConvShape s = detail::conv_shape(x, weight, bias, stride, padding);
+  DDP_CHECK(fused_cpu_applies(x.data()), "conv2d_cpu: x is ", x.data().describe(),
+            ", expected float32 on the cpu\nhint: call conv2d(), which picks the version");
+  const Tensor xc = x.data().contiguous();
+  const Tensor w = weight.data().contiguous();
+  const Tensor bias_c = bias.defined() ? bias.data().contiguous() : Tensor();
+  const float* pb = bias.defined() ? bias_c.data<float>() : nullptr;
+  Tensor y = empty({s.B, s.O, s.Ho, s.Wo});
+  if (detail::winograd_applies(s)) {
+    forward_winograd(xc, w, pb, s, y);
+  } else {
+    forward_patches(xc, w, pb, s, y);
   }
   return make_result(std::move(y), {x, weight, bias}, [&] {
     auto node = std::make_shared<Conv2dCpuBackward>();

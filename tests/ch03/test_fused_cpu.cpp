@@ -17,6 +17,7 @@
 #include "autograd/functions.hpp"
 #include "autograd/fused_cpu.hpp"
 #include "autograd/gradcheck.hpp"
+#include "autograd/ops/conv_winograd_cpu.hpp"
 #include "tensor/ops.hpp"
 #include "tensor/threads.hpp"
 #include "tests/ch03/naive.hpp"
@@ -98,6 +99,14 @@ TEST_CASE("conv2d_cpu matches conv2d_views, forward and backward", "[ch03][fused
       {{1, 64, 24, 40}, {2, 64, 3, 3}, false, 2, 1},  // phase planes cut into row bands
       {{2, 3, 9, 9}, {4, 3, 3, 3}, false, 3, 1},      // phase planes, stride 3
       {{2, 3, 8, 8}, {4, 3, 3, 3}, false, 2, 0},      // stride 2, Wo != W/2: plain loops
+      // Winograd F(2x2, 3x3) (conv_winograd_cpu.cpp; the next test checks that it takes
+      // these): odd sizes leave half tiles at the bottom and right edges.
+      {{3, 16, 28, 28}, {16, 16, 3, 3}, false, 1, 1},  // block1 of ResNet-MNIST
+      {{2, 9, 11, 10}, {10, 9, 3, 3}, true, 1, 1},     // odd height, bias
+      {{2, 8, 10, 13}, {12, 8, 3, 3}, false, 1, 1},    // odd width
+      {{2, 8, 1, 101}, {8, 8, 3, 3}, true, 1, 1},      // one row: every tile half padding
+      {{1, 33, 4, 25}, {8, 33, 3, 3}, false, 1, 1},    // C not a multiple of the SIMD width
+      {{70, 8, 10, 10}, {9, 8, 3, 3}, false, 1, 1},    // > 32 images: 2-3 per dW chunk
   };
   const int threads_before = ddp::get_num_threads();
   for (int threads : {1, 2}) {
@@ -117,6 +126,28 @@ TEST_CASE("conv2d_cpu matches conv2d_views, forward and backward", "[ch03][fused
     }
   }
   ddp::set_num_threads(threads_before);
+}
+
+TEST_CASE("conv2d_cpu takes Winograd for 3x3 stride-1 layers with enough channels and pixels",
+          "[ch03][fused][conv]") {
+  auto shape = [](std::int64_t C, std::int64_t O, std::int64_t H, std::int64_t W,
+                  std::int64_t stride) {
+    ddp::detail::ConvShape s;
+    s.B = 1, s.C = C, s.H = H, s.W = W, s.O = O, s.kh = 3, s.kw = 3;
+    s.stride = stride, s.padding = 1;
+    return s;
+  };
+  // The Winograd cases of the test above.
+  CHECK(ddp::detail::winograd_applies(shape(16, 16, 28, 28, 1)));
+  CHECK(ddp::detail::winograd_applies(shape(9, 10, 11, 10, 1)));
+  CHECK(ddp::detail::winograd_applies(shape(8, 12, 10, 13, 1)));
+  CHECK(ddp::detail::winograd_applies(shape(8, 8, 1, 101, 1)));
+  CHECK(ddp::detail::winograd_applies(shape(33, 8, 4, 25, 1)));
+  CHECK(ddp::detail::winograd_applies(shape(8, 9, 10, 10, 1)));
+  // The others take the patch matrix: stride 2, the 1-channel stem, 7x7 images.
+  CHECK_FALSE(ddp::detail::winograd_applies(shape(16, 32, 28, 28, 2)));
+  CHECK_FALSE(ddp::detail::winograd_applies(shape(1, 16, 28, 28, 1)));
+  CHECK_FALSE(ddp::detail::winograd_applies(shape(64, 64, 7, 7, 1)));
 }
 
 TEST_CASE("conv2d_cpu reads a non-contiguous input and a frozen first layer",
