@@ -448,7 +448,10 @@ std::shared_ptr<Work> ProcessGroupTcp::barrier() {
 // (ddprun, medians of interleaved runs, load 4-8): 256 KiB cost 10-20% more CPU time
 // than 1 MiB at 1-16 MiB; 4 MiB was 2-20% faster than 1 MiB at 16-64 MiB in every
 // comparison, np=2 and 4 (np=2, 16 MiB: 24.3 vs 28.4 ms; 64 MiB: 71 vs 87 ms), and the
-// same below 16 MiB, for 3 MiB more memory a group.
+// same below 16 MiB, for 3 MiB more memory a group. Nor did it help to keep the bites in
+// L2 and the turns long: a 256 KiB scratch received and combined again and again, up to
+// 4 MiB a turn, while whole bites kept arriving, was slower still (np=2, three
+// interleaved pairs: 16 MiB 10.6-11.7 vs 8.5-9.9 ms, 64 MiB 43-53 vs 31-38 ms).
 //
 // Note [Send slices]
 // ------------------
