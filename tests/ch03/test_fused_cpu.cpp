@@ -172,17 +172,19 @@ TEST_CASE("conv2d_cpu reads a non-contiguous input and a frozen first layer",
 TEST_CASE("conv2d_cpu and batch_norm_cpu give the same bits on 1 and 2 threads",
           "[ch03][fused][threads]") {
   // Note [Work shared out on demand]: dW is summed over fixed chunks of images, so the
-  // thread count and the schedule do not change the rounding. 10 images: uneven chunks.
-  // The second conv has stride 2 (Note [Strided convolution on phase planes]).
+  // thread count and the schedule do not change the rounding. 40 images: uneven chunks of
+  // 1 and 2. The second conv takes Winograd (8 channels, 10x10), the third has stride 2
+  // (Note [Strided convolution on phase planes]).
   std::mt19937 rng(406);
-  const std::vector<Tensor> inputs = {rnd(rng, {10, 3, 6, 6}), rnd(rng, {4, 3, 3, 3}),
-                                      random_tensor(rng, {4}, 0.5f, 1.5f), rnd(rng, {4}),
-                                      rnd(rng, {5, 4, 3, 3})};
+  const std::vector<Tensor> inputs = {rnd(rng, {40, 3, 10, 10}), rnd(rng, {8, 3, 3, 3}),
+                                      random_tensor(rng, {8}, 0.5f, 1.5f), rnd(rng, {8}),
+                                      rnd(rng, {8, 8, 3, 3}), rnd(rng, {5, 8, 3, 3})};
   const Op net = [](const Vars& v) {
     Tensor none_mean, none_var;
     const Variable h = ddp::conv2d_cpu(v[0], v[1], Variable(), 1, 1);
     const Variable n = ddp::batch_norm_cpu(h, v[2], v[3], none_mean, none_var, true, 0.1, 1e-5);
-    return ddp::conv2d_cpu(n, v[4], Variable(), 2, 1);
+    const Variable w = ddp::conv2d_cpu(n, v[4], Variable(), 1, 1);
+    return ddp::conv2d_cpu(w, v[5], Variable(), 2, 1);
   };
   const int threads_before = ddp::get_num_threads();
   ddp::set_num_threads(1);
