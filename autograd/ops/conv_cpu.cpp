@@ -1,7 +1,9 @@
 // conv2d on the CPU, one image at a time, the images shared out among the threads.
 // Chapter 03. The same convolution as conv.cpp (Note [im2col with views]), rearranged
 // so that its working set stays in the caches; conv2d() picks it for float32 tensors in
-// host memory (Note [Fused CPU paths], conv.cpp). Not here: GPU tensors, other dtypes.
+// host memory (Note [Fused CPU paths], conv.cpp). 3x3 stride-1 padding-1 layers go to
+// Winograd's F(2x2, 3x3) instead (conv_winograd_cpu.cpp). Not here: GPU tensors, other
+// dtypes.
 #include <omp.h>
 
 #include <Eigen/Core>
@@ -46,11 +48,11 @@ using ConstMat = Eigen::Map<const RowMajor>;
 // Tried and dropped: a hand-written AVX2 GEMM (4 x 24 register tiles reading the band
 // where im2col wrote it, no packing) was no faster than Eigen at any of ResNet-MNIST's
 // shapes, and slower at K = 576, n = 49: in cache, both run at the ~55-60 GFLOP/s that
-// one core of the dev box sustains. What is left to win is outside the GEMM. Nor did
+// one core of the dev box sustains. What is left to win is not the GEMM's speed. Nor did
 // computing dx of the stride-1 layers as a convolution of dy with the flipped weight
 // (im2col of dy + one GEMM, no col2im and no zeroing of dx) change their time.
-// What did win was fewer multiplications: the 3x3 stride-1 layers with 8 or more
-// channels and 100 or more pixels go to Winograd's F(2x2, 3x3) instead, forward and
+// What did win was fewer multiplications: the 3x3 stride-1 padding-1 layers with 8 or
+// more channels in and out and 100 or more pixels go to Winograd's F(2x2, 3x3), forward and
 // backward (conv_winograd_cpu.cpp, forward_winograd and backward_winograd below); the
 // stem, the stride-2 layers, the 1x1 shortcuts and the 7x7 block3 stay here.
 
@@ -350,9 +352,10 @@ using ConstBandMat = Eigen::Map<const RowMajor, 0, Eigen::OuterStride<>>;
 
 // ==== Backward =========================================================================
 
-// g: (B, O, Ho, Wo), x: (B, C, H, W), weight: (O, C, kh, kw), all contiguous -> gx (B, C,
-// H, W) when want_x, gw (O, C, kh, kw) when want_w: band by band, patch matrix and GEMMs
-// (Note [Convolution one image at a time]).
+// g: (B, O, Ho, Wo), x: (B, C, H, W), weight: (O, C, kh, kw), all contiguous (x read only
+// when want_w, weight only when want_x) -> gx (B, C, H, W) when want_x, gw (O, C, kh, kw)
+// when want_w: band by band, patch matrix and GEMMs (Note [Convolution one image at a
+// time]).
 void backward_patches(const ConvShape& s, const Tensor& g, const Tensor& x, const Tensor& weight,
                       bool want_x, bool want_w, Tensor& gx, Tensor& gw) {
   const std::int64_t K = s.K(), L = s.L(), O = s.O, image = s.C * s.H * s.W;
@@ -428,7 +431,8 @@ void backward_winograd(const ConvShape& s, const Tensor& g, const Tensor& x, con
     detail::winograd_weight(weight.data<float>(), O, C, /*flipped=*/true, u.data<float>());
   }
   Tensor work = empty({threads, per_thread});
-  Tensor dw_chunks = empty({chunks, dw_floats});  // each chunk writes all of its own
+  // chunks <= B: every chunk has an image, so each writes all of its own dW.
+  Tensor dw_chunks = empty({chunks, dw_floats});
   const float* pg = g.data<float>();
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
   for (std::int64_t chunk = 0; chunk < chunks; ++chunk) {
@@ -468,10 +472,12 @@ struct Conv2dCpuBackward final : Node {
     const bool want_x = needs_input_grad(0), want_w = needs_input_grad(1);
     const Tensor g = g_in.contiguous();
     Tensor gx, gw, gb;
-    if ((want_x || want_w) && detail::winograd_applies(s)) {
-      backward_winograd(s, g, x, weight, want_x, want_w, gx, gw);
-    } else if (want_x || want_w) {
-      backward_patches(s, g, x, weight, want_x, want_w, gx, gw);
+    if (want_x || want_w) {
+      if (detail::winograd_applies(s)) {
+        backward_winograd(s, g, x, weight, want_x, want_w, gx, gw);
+      } else {
+        backward_patches(s, g, x, weight, want_x, want_w, gx, gw);
+      }
     }
     if (needs_input_grad(2)) gb = ddp::sum(ddp::sum(g.view({s.B, s.O, s.L()}), 2), 0);
     return {gx, gw, gb};

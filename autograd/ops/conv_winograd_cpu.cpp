@@ -1,7 +1,8 @@
 // Winograd's F(2x2, 3x3) convolution of one image, on the CPU, and its weight gradient.
-// Chapter 03; conv_cpu.cpp picks it for the 3x3 "same" layers of ResNet-MNIST (Note
-// [Winograd F(2x2, 3x3)]). Three steps: transform the tiles, 16 small matrix products,
-// transform back. Not here: other shapes (conv_cpu.cpp's patch matrix does those).
+// Chapter 03; conv_cpu.cpp picks it for block1's two 3x3 layers and block2.conv2 of
+// ResNet-MNIST (winograd_applies says which; Note [Winograd F(2x2, 3x3)]). Three steps:
+// transform the tiles, 16 small matrix products, transform back. Not here: other shapes
+// (conv_cpu.cpp's patch matrix does those).
 #include "autograd/ops/conv_winograd_cpu.hpp"
 
 #include <Eigen/Core>
@@ -20,13 +21,16 @@ namespace ddp::detail {
 // (expand m1 + m2 and m1 - m2 to check). Nesting it in rows and columns gives 2x2 outputs
 // of a 3x3 filter from a 4x4 input tile: transform the tile along its columns and then its
 // rows (16 values), multiply element by element with the filter's 4x4 transform, and
-// transform the 16 products back to 2x2: 16 multiplications instead of 36.
+// transform the 16 products back to 2x2: 16 multiplications instead of 36. In matrices:
+//     y = A^T [(G g G^T) . (B^T d B)] A      (. = element by element)
+// with B^T, G and A^T as listed at transform_input, transform_filter and transform_output.
 // A convolution sums over input channels before transforming back, so for tile t and
 // each of the 16 positions xi the multiplications become a matrix product:
 //     M[xi] (O, T) = U[xi] (O, C) @ V[xi] (C, T)
 // where V holds every tile's transformed input and U every filter's transform. The
 // products cost 16*O*C*T multiply-adds where direct convolution needs 36*O*C*T (9 per
-// output pixel, 4 pixels per tile): 2.25x fewer. The transforms are additions only; V
+// output pixel, 4 pixels per tile): 2.25x fewer (the code adds one spare tile slot per
+// row of tiles, Note [Tiles as shifted planes]). The transforms are additions only; V
 // is 4 floats per input pixel where the patch matrix (conv_cpu.cpp) is 9; and there is
 // no col2im: the backward's input gradient is the same convolution of dy with the
 // flipped filters.
@@ -35,8 +39,9 @@ namespace ddp::detail {
 // G^T (dL/dU) G. The sum over tiles is again 16 matrix products, (O, T) @ (T, C), whose
 // inner dimension is the tiles: summed over a chunk of images in the transformed space,
 // transformed back once per chunk.
-// Rounding: the transforms add at most 4 terms and halve, so results differ from the
-// direct sum by a few float ulps (tests/ch03/test_fused_cpu.cpp holds it to 1e-5).
+// Rounding: the input transform adds 4 terms, the filter and output transforms 9 (scaled
+// by 1/2 or 1/4), so results differ from the direct sum by ~1e-6 of the largest output
+// (tests/ch03/test_fused_cpu.cpp holds them to 1e-5 of it).
 // Tiles start at even rows and columns; the input tile of output tile (ty, tx) is rows
 // 2ty-1 .. 2ty+2 and columns 2tx-1 .. 2tx+2, zero outside the image (the padding, and
 // the overhang of the last tile when H or W is odd).
@@ -53,6 +58,8 @@ constexpr std::int64_t kMinChannels = 8;
 // tiles (block3.conv2 took 9.1-9.7 ms forward and 21.3-21.7 backward, where the patch
 // matrix takes 9.2-9.4 and 20.1-20.6; still so with two or five images per product).
 constexpr std::int64_t kMinPixels = 100;
+// (Unlike the patch matrix's bands, the scratch grows with the image: 16 (C + O) T
+// floats a thread, 0.4 MB for block1, ~100 MB for 64 channels of 224x224.)
 
 bool winograd_applies(const ConvShape& s) {
   return s.kh == 3 && s.kw == 3 && s.stride == 1 && s.padding == 1 && s.C >= kMinChannels &&
@@ -65,19 +72,21 @@ namespace {
 // Tile (ty, tx) reads input rows 2ty-1 .. 2ty+2 and columns 2tx-1 .. 2tx+2. Split the
 // zero-padded channel into its four phase planes by the parity of row and column,
 //     q[a][b][i][k] = x[2i + a - 1][2k + b - 1]    (zero outside the image),
-// and input pixel (r, s) of every tile is one plane, shifted: q[r%2][s%2][ty + r/2][tx +
-// s/2]. With the planes' rows tw + 1 long, "every tile's pixel (r, s)" is one contiguous
-// run of q, starting r/2 rows and s/2 columns in. So the transforms run along long
+// and input pixel (r, j) of every tile is one plane, shifted: q[r%2][j%2][ty + r/2][tx +
+// j/2]. With the planes' rows tw + 1 long, "every tile's pixel (r, j)" is one contiguous
+// run of q, starting r/2 rows and j/2 columns in. So the transforms run along long
 // contiguous rows, in SIMD, with no gather -- at the price of one spare tile slot per row
-// of tiles (tx = tw: its outputs are thrown away, its output gradient is zero).
+// of tiles (tx = tw: its outputs are thrown away, its output gradient is zero). Its
+// reads run into the next plane row, the last one a float past the plane: the + 1 in
+// plane_floats.
 // The output goes the same way back: the four output pixels of every tile come out as
 // four planes, interleaved into the rows of y at the end.
 
 // Scratch layout of one image; T = th * (tw + 1) tile slots.
 struct Scratch {
-  float* q;     // (4, th + 1, tw + 1) + 1: one input channel's phase planes
+  float* q;     // (4, (th + 1) * (tw + 1) + 1): one input channel's phase planes
   float* v;     // (16, C, T): transformed input tiles
-  float* m;     // (16, O, T): their products with the transformed filters
+  float* m;     // (16, O, T): U @ V; for dW, the transformed output gradient
   float* ybuf;  // (4, T): one output channel's pixels, (a, b) = (row, column) in the tile
 };
 
@@ -135,7 +144,7 @@ void to_phase_planes(const float* x, const WinogradShape& s, float* q) {
 // tile's input d. B^T's rows: (1, 0, -1, 0), (0, 1, 1, 0), (0, -1, 1, 0), (0, 1, 0, -1).
 void transform_input(const WinogradShape& s, std::int64_t c, const Scratch& sc) {
   const std::int64_t T = slots(s), row = s.tw() + 1, planes = plane_floats(s);
-  const float* d[4][4];  // d[r][s] + t: pixel (r, s) of tile slot t
+  const float* d[4][4];  // d[r][j] + t: pixel (r, j) of tile slot t
   for (int r = 0; r < 4; ++r) {
     for (int j = 0; j < 4; ++j) {
       d[r][j] = sc.q + (2 * (r % 2) + j % 2) * planes + (r / 2) * row + j / 2;
@@ -196,8 +205,8 @@ void transform_output(const WinogradShape& s, std::int64_t o, float bias, const 
   }
 }
 
-// dy: the gradient of output channel o (H, W) -> m[xi][o][t] = (A g A^T)[i][j] for every
-// tile's 2x2 gradient g, zero for the spare slots; A's rows are (1, 0), (1, 1), (1, -1),
+// dy: the gradient of output channel o (H, W) -> m[xi][o][t] = (A dy_t A^T)[i][j] for
+// every tile's 2x2 gradient dy_t, zero for the spare slots; A's rows are (1, 0), (1, 1), (1, -1),
 // (0, -1). The transpose of transform_output, as the weight gradient needs it.
 void transform_output_grad(const float* dy, const WinogradShape& s, std::int64_t o,
                            const Scratch& sc) {

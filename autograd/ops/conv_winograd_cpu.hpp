@@ -1,9 +1,9 @@
 // Winograd's F(2x2, 3x3): a 3x3 convolution with stride 1 and padding 1 ("same") in
 // 16 multiplications per 2x2 block of outputs instead of 36. Chapter 03; conv_cpu.cpp
-// calls it for such layers: the forward, the input gradient (the same kind of
-// convolution) and the weight gradient. Note [Winograd F(2x2, 3x3)] in the .cpp says how
-// and why. Float32 host memory, one image per call. Not here: other kernels or strides
-// (conv_cpu.cpp's patch matrix does those), GPU tensors.
+// calls it for such layers with enough channels and pixels: the forward, the input
+// gradient (the same kind of convolution) and the weight gradient. Note [Winograd
+// F(2x2, 3x3)] in the .cpp says how and why. Float32 host memory, one image per call.
+// Not here: other kernels or strides (conv_cpu.cpp's patch matrix does those), GPU tensors.
 #pragma once
 
 #include <cstdint>
@@ -33,8 +33,9 @@ struct WinogradShape {
 // w[o][c] rotated by 180 degrees, read as C outputs of O inputs.
 void winograd_weight(const float* w, std::int64_t O, std::int64_t C, bool flipped, float* u);
 
-// x: one image (C, H, W), u: winograd_weight's (16, O, C), bias: (O) or nullptr
-// -> y: (O, H, W), overwritten. scratch: s.scratch_floats() floats.
+// x: one image (s.C, H, W), u: (16, s.O, s.C) from winograd_weight (flipped when s is
+// the input gradient's shape), bias: (s.O) or nullptr -> y: (s.O, H, W), overwritten.
+// scratch: s.scratch_floats() floats.
 void winograd_conv_image(const float* x, const float* u, const float* bias, const WinogradShape& s,
                          float* scratch, float* y);
 

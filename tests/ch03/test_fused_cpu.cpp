@@ -107,6 +107,8 @@ TEST_CASE("conv2d_cpu matches conv2d_views, forward and backward", "[ch03][fused
       {{2, 8, 1, 101}, {8, 8, 3, 3}, true, 1, 1},      // one row: every tile half padding
       {{1, 33, 4, 25}, {8, 33, 3, 3}, false, 1, 1},    // C not a multiple of the SIMD width
       {{70, 8, 10, 10}, {9, 8, 3, 3}, false, 1, 1},    // > 32 images: 2-3 per dW chunk
+      {{2, 8, 101, 1}, {8, 8, 3, 3}, true, 1, 1},      // one column
+      {{1, 8, 50, 2}, {8, 8, 3, 3}, false, 1, 1},      // two columns: one tile wide
   };
   const int threads_before = ddp::get_num_threads();
   for (int threads : {1, 2}) {
@@ -128,13 +130,13 @@ TEST_CASE("conv2d_cpu matches conv2d_views, forward and backward", "[ch03][fused
   ddp::set_num_threads(threads_before);
 }
 
-TEST_CASE("conv2d_cpu takes Winograd for 3x3 stride-1 layers with enough channels and pixels",
+TEST_CASE("winograd_applies: 3x3 stride-1 padding-1 layers with enough channels and pixels",
           "[ch03][fused][conv]") {
   auto shape = [](std::int64_t C, std::int64_t O, std::int64_t H, std::int64_t W,
-                  std::int64_t stride) {
+                  std::int64_t stride, std::int64_t padding = 1) {
     ddp::detail::ConvShape s;
     s.B = 1, s.C = C, s.H = H, s.W = W, s.O = O, s.kh = 3, s.kw = 3;
-    s.stride = stride, s.padding = 1;
+    s.stride = stride, s.padding = padding;
     return s;
   };
   // The Winograd cases of the test above.
@@ -144,7 +146,10 @@ TEST_CASE("conv2d_cpu takes Winograd for 3x3 stride-1 layers with enough channel
   CHECK(ddp::detail::winograd_applies(shape(8, 8, 1, 101, 1)));
   CHECK(ddp::detail::winograd_applies(shape(33, 8, 4, 25, 1)));
   CHECK(ddp::detail::winograd_applies(shape(8, 9, 10, 10, 1)));
-  // The others take the patch matrix: stride 2, the 1-channel stem, 7x7 images.
+  CHECK(ddp::detail::winograd_applies(shape(8, 8, 101, 1, 1)));
+  CHECK(ddp::detail::winograd_applies(shape(8, 8, 50, 2, 1)));
+  // The others take the patch matrix: stride 2, the 1-channel stem, 7x7 images, no padding.
+  CHECK_FALSE(ddp::detail::winograd_applies(shape(16, 16, 28, 28, 1, 0)));
   CHECK_FALSE(ddp::detail::winograd_applies(shape(16, 32, 28, 28, 2)));
   CHECK_FALSE(ddp::detail::winograd_applies(shape(1, 16, 28, 28, 1)));
   CHECK_FALSE(ddp::detail::winograd_applies(shape(64, 64, 7, 7, 1)));
@@ -167,6 +172,30 @@ TEST_CASE("conv2d_cpu reads a non-contiguous input and a frozen first layer",
   ddp::conv2d_views(xv, wt, Variable(), 1, 1).backward(g);
   CHECK_FALSE(xv.grad().defined());
   CHECK(agree(wv.grad(), wt.grad(), 1e-5, "weight gradient") == "");
+}
+
+TEST_CASE("conv2d_cpu by Winograd computes only the gradient that is needed",
+          "[ch03][fused][conv]") {
+  // Each of backward_winograd's two halves alone: dW of a layer whose input needs no
+  // gradient, dx of a frozen layer.
+  std::mt19937 rng(403);
+  const Tensor x = rnd(rng, {2, 8, 10, 10}), w = rnd(rng, {8, 8, 3, 3});
+  std::mt19937 g_rng(10);
+  const Tensor g = random_tensor(g_rng, {2, 8, 10, 10}, -1, 1);
+  {
+    const Variable xv(x), wv(w.clone(), true), wt(w.clone(), true);
+    ddp::conv2d_cpu(xv, wv, Variable(), 1, 1).backward(g);
+    ddp::conv2d_views(xv, wt, Variable(), 1, 1).backward(g);
+    CHECK_FALSE(xv.grad().defined());
+    CHECK(agree(wv.grad(), wt.grad(), 1e-5, "weight gradient") == "");
+  }
+  {
+    const Variable xv(x.clone(), true), xt(x.clone(), true), wv(w);
+    ddp::conv2d_cpu(xv, wv, Variable(), 1, 1).backward(g);
+    ddp::conv2d_views(xt, wv, Variable(), 1, 1).backward(g);
+    CHECK_FALSE(wv.grad().defined());
+    CHECK(agree(xv.grad(), xt.grad(), 1e-5, "input gradient") == "");
+  }
 }
 
 TEST_CASE("conv2d_cpu and batch_norm_cpu give the same bits on 1 and 2 threads",
