@@ -3,25 +3,20 @@
 #pragma once
 
 #include <algorithm>
-#include <cstdlib>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "tensor/error.hpp"
+#include "tools/flags.hpp"
 
 namespace ddp::bench {
 
-inline constexpr long kMaxFlagValue = 1 << 20;  // bound on every integer flag
+inline constexpr int kMaxFlagValue = 1 << 20;  // bound on every integer flag
 
 // "--reps", "10" -> 10; throws ddp::Error naming the flag unless min <= value <= bound.
 inline int parse_int(std::string_view flag, const std::string& text, int min) {
-  char* end = nullptr;
-  const long value = std::strtol(text.c_str(), &end, 10);
-  const bool valid =
-      end != text.c_str() && *end == '\0' && value >= min && value <= kMaxFlagValue;
-  DDP_CHECK(valid, flag, " ", text, ": expected an integer from ", min, " to ", kMaxFlagValue);
-  return static_cast<int>(value);
+  return parse_int_flag(flag, text, min, kMaxFlagValue);
 }
 
 // "64,128" -> {64, 128}, each value >= 1.

@@ -2,6 +2,7 @@
 // (see dist/process_group.hpp).
 #include "dist/process_group.hpp"
 
+#include "dist/launch_env.hpp"
 #include "tensor/error.hpp"
 
 namespace ddp {
@@ -16,8 +17,14 @@ const char* to_string(ReduceOp op) {
   return "?";
 }
 
+ProcessGroup::ProcessGroup(int rank, int size) : rank_(rank), size_(size), host_(host_name()) {}
+
+std::string ProcessGroup::who() const {
+  return detail::concat("rank ", rank(), "/", size(), " (", backend_name(), ", ", host_, ")");
+}
+
 std::string ProcessGroup::where(const char* collective) const {
-  return detail::concat("rank ", rank(), "/", size(), " (", backend_name(), ") ", collective);
+  return detail::concat(who(), " ", collective);
 }
 
 void ProcessGroup::check_root(const char* collective, int root) const {
@@ -26,8 +33,8 @@ void ProcessGroup::check_root(const char* collective, int root) const {
 }
 
 void ProcessGroup::check_all_gather(const Tensor& output, const Tensor& input) const {
-  DDP_CHECK(input.dtype() == output.dtype(), where("all_gather"), ": input is ",
-            input.describe(), " but output is ", output.describe());
+  DDP_CHECK(input.dtype() == output.dtype(), where("all_gather"), ": input is ", input.describe(),
+            " but output is ", output.describe());
   DDP_CHECK(output.numel() == input.numel() * size(), where("all_gather"), ": output has ",
             output.numel(), " elements, expected size() * input.numel() = ", size(), " * ",
             input.numel());

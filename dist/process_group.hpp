@@ -22,7 +22,7 @@ const char* to_string(ReduceOp op);
 
 class ProcessGroup {
  public:
-  ProcessGroup(int rank, int size) : rank_(rank), size_(size) {}
+  ProcessGroup(int rank, int size);
   virtual ~ProcessGroup() = default;
   ProcessGroup(const ProcessGroup&) = delete;
   ProcessGroup& operator=(const ProcessGroup&) = delete;
@@ -54,17 +54,21 @@ class ProcessGroup {
  protected:
   // The argument checks every backend makes before it queues a collective (each backend
   // adds its own, on dtype and device). The errors name this rank, the backend and the
-  // collective: "rank 1/4 (tcp) all_gather: output has 7 elements, expected size() *
-  // input.numel() = 4 * 2".
+  // collective: "rank 1/4 (tcp, node07) all_gather: output has 7 elements, expected
+  // size() * input.numel() = 4 * 2".
   void check_root(const char* collective, int root) const;
   void check_all_gather(const Tensor& output, const Tensor& input) const;
   void check_reduce_scatter(const Tensor& output, const Tensor& input) const;
+
+  // "rank 3/4 (tcp, node07)": who is speaking, for every message of a backend.
+  std::string who() const;
 
  private:
   std::string where(const char* collective) const;
 
   int rank_;
   int size_;
+  std::string host_;  // this host's name, for who()
 };
 
 namespace detail {

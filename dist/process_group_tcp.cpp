@@ -90,7 +90,6 @@ ProcessGroupTcp::ProcessGroupTcp(std::shared_ptr<Store> store, int rank, int siz
       store_(std::move(store)),
       timeout_(timeout),
       prefix_(std::move(prefix)),
-      host_(host_name()),
       scratch_(kScratchBytes) {
   DDP_CHECK(store_ != nullptr, "ProcessGroupTcp needs a store");
   DDP_CHECK(size >= 1 && rank >= 0 && rank < size, "ProcessGroupTcp: rank ", rank,
@@ -149,10 +148,6 @@ void ProcessGroupTcp::connect_ring(Clock::time_point deadline) {
     left_address_ = s.peer_name();
     left_ = std::move(s);
   }
-}
-
-std::string ProcessGroupTcp::who() const {
-  return detail::concat("rank ", rank(), "/", size(), " (tcp, ", host_, ")");
 }
 
 // ==== The queue and the communication thread ============================================

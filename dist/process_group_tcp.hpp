@@ -132,12 +132,10 @@ class ProcessGroupTcp final : public ProcessGroup {
   enum class PeerFault { Closed, Silent };
   [[noreturn]] void fail_peer(bool left, PeerFault fault, const std::string& what);
 
-  std::string who() const;  // "rank 3/4 (tcp, host)"
 
   std::shared_ptr<Store> store_;  // kept alive: the group reads failure reports from it
   std::chrono::milliseconds timeout_;
   std::string prefix_;
-  std::string host_;     // this host's name, for messages
   std::string address_;
   std::string left_address_;
   std::string right_address_;

@@ -34,15 +34,15 @@ void set_non_blocking(int fd) {
 
 // getaddrinfo, owned. Throws with the resolver's own words when the name is unknown.
 using AddrList = std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)>;
-AddrList resolve(const std::string& host, int port, bool passive, int* gai_error) {
+AddrList resolve(const std::string& host, int port, bool passive, int* gai_error,
+                 int family = AF_UNSPEC) {
   addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
+  hints.ai_family = family;
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = passive ? AI_PASSIVE : 0;
   addrinfo* list = nullptr;
   const std::string service = std::to_string(port);
-  *gai_error = ::getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints,
-                             &list);
+  *gai_error = ::getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &list);
   return AddrList(*gai_error == 0 ? list : nullptr, &::freeaddrinfo);
 }
 
@@ -76,12 +76,9 @@ int remaining_ms(Socket::Clock::time_point deadline) {
 }
 
 std::string resolve_ipv4(const std::string& host) {
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* list = nullptr;
-  if (::getaddrinfo(host.c_str(), nullptr, &hints, &list) != 0) return "";
-  const AddrList owned(list, &::freeaddrinfo);
+  int gai = 0;
+  const AddrList list = resolve(host, 0, /*passive=*/false, &gai, AF_INET);
+  if (list == nullptr) return "";
   const std::string numeric = numeric_host(list->ai_addr, list->ai_addrlen, nullptr);
   return numeric == "?" ? "" : numeric;
 }
@@ -138,9 +135,9 @@ Socket Socket::listen(const std::string& host, int port, int backlog) {
     return s;
   }
   DDP_FAIL("cannot listen on ", format_address(bind_host, port), ": ", errno_text(last_error),
-           "\nhint: ", last_error == EADDRINUSE
-                           ? "another process holds that port; pick another (or 0 for any)"
-                           : "is that address one of this host's interfaces?");
+           "\nhint: ",
+           last_error == EADDRINUSE ? "another process holds that port; pick another (or 0 for any)"
+                                    : "is that address one of this host's interfaces?");
 }
 
 Socket Socket::connect(const std::string& host, int port, Clock::time_point deadline) {

@@ -3,7 +3,6 @@
 // backward]), written as loops over each channel's B*H*W values instead of broadcasting
 // tensor ops, so that no (B, C, H, W) temporary is made; batch_norm() picks it for
 // float32 tensors in host memory (Note [Fused CPU paths], conv.cpp). Not here: GPUs.
-#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>

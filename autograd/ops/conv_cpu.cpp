@@ -75,7 +75,8 @@ Span inside(std::int64_t n_out, std::int64_t n_in, std::int64_t offset, std::int
 // A band of output rows [ho0, ho1) of one image. Its patch matrix has n = (ho1 - ho0)*Wo
 // columns; bands keep that matrix within kBandFloats, about half of a core's L2 cache
 // (512 KB here), so that im2col writes it and the GEMM reads it without going to L3.
-// Only the 28x28 layers of ResNet-MNIST need more than one band per image.
+// Of ResNet-MNIST's layers that still take this path (the stem, the stride-2 and 1x1
+// layers, block3.conv2) each image fits in one band; bands serve larger images.
 constexpr std::int64_t kBandFloats = 1 << 16;
 
 struct Band {
@@ -334,7 +335,6 @@ void col2im_any(float* dcols, const ConvShape& s, Band band, float* dplanes) {
   }
 }
 
-// Threads for a loop over `images` images: no more than there are images.
 // Note [Work shared out on demand]
 // The loops over images hand out work as threads ask for it (schedule(dynamic)), not
 // in fixed halves: on a shared machine one thread may lose its core for a while, and
@@ -347,6 +347,18 @@ void col2im_any(float* dcols, const ConvShape& s, Band band, float* dplanes) {
 // node's cores work on one rank's batch, for ~1 % more time on the 2-core dev box (32
 // buffers of every layer's dW to zero and add up: ~10 MB a step instead of ~2.5).
 constexpr std::int64_t kDwChunks = 32;
+
+// dw_chunks: (chunks, O*C*kh*kw), one dW per chunk -> their sum (O, C, kh, kw), added in
+// chunk order (Note [Work shared out on demand]).
+Tensor sum_dw_chunks(const Tensor& dw_chunks, const ConvShape& s) {
+  const std::int64_t rows = s.O, cols = s.C * s.kh * s.kw;
+  Tensor gw = zeros({s.O, s.C, s.kh, s.kw});
+  Mat sum(gw.data<float>(), rows, cols);
+  for (std::int64_t chunk = 0; chunk < dw_chunks.size(0); ++chunk) {
+    sum += ConstMat(dw_chunks.data<float>() + chunk * rows * cols, rows, cols);
+  }
+  return gw;
+}
 
 // The columns of a band in a row-major (rows, L) matrix of one image (y[b] or dy[b]).
 using BandMat = Eigen::Map<RowMajor, 0, Eigen::OuterStride<>>;
@@ -406,11 +418,7 @@ void backward_patches(const ConvShape& s, const Tensor& g, const Tensor& x, cons
       if (want_x && strided_planes) from_phase_planes(dx_planes, s, pgx + b * image);
     }
   }
-  if (want_w) {  // Note [Work shared out on demand]: chunk order, fixed
-    gw = zeros({O, s.C, s.kh, s.kw});
-    Mat sum(gw.data<float>(), O, K);
-    for (std::int64_t chunk = 0; chunk < chunks; ++chunk) sum += Mat(pdw + chunk * O * K, O, K);
-  }
+  if (want_w) gw = sum_dw_chunks(dw_chunks, s);
 }
 
 // The same for a 3x3 "same" layer, by Winograd (conv_winograd_cpu.cpp): dx is the
@@ -421,9 +429,8 @@ void backward_winograd(const ConvShape& s, const Tensor& g, const Tensor& x, con
                        bool want_x, bool want_w, Tensor& gx, Tensor& gw) {
   const std::int64_t O = s.O, C = s.C, image = C * s.H * s.W, dw_floats = O * C * 9;
   const detail::WinogradShape forward{C, O, s.H, s.W}, flipped{O, C, s.H, s.W};
-  const std::int64_t scratch =
-      std::max(want_x ? flipped.scratch_floats() : 0, want_w ? forward.scratch_floats() : 0);
-  const std::int64_t per_thread = scratch + 16 * O * C;  // + the chunk's transformed dW
+  const std::int64_t scratch = forward.scratch_floats();  // the same for flipped
+  const std::int64_t per_thread = scratch + 16 * O * C;   // + the chunk's transformed dW
   const std::int64_t chunks = std::min(kDwChunks, s.B);
   const int threads = threads_for(chunks);
   Tensor u;  // the flipped filters, transformed
@@ -457,13 +464,7 @@ void backward_winograd(const ConvShape& s, const Tensor& g, const Tensor& x, con
                                           dw_chunks.data<float>() + chunk * dw_floats);
     }
   }
-  if (want_w) {  // Note [Work shared out on demand]: chunk order, fixed
-    gw = zeros({O, C, 3, 3});
-    Mat sum(gw.data<float>(), O, C * 9);
-    for (std::int64_t chunk = 0; chunk < chunks; ++chunk) {
-      sum += Mat(dw_chunks.data<float>() + chunk * dw_floats, O, C * 9);
-    }
-  }
+  if (want_w) gw = sum_dw_chunks(dw_chunks, s);
 }
 
 struct Conv2dCpuBackward final : Node {

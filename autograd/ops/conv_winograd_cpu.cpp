@@ -10,6 +10,8 @@
 
 namespace ddp::detail {
 
+using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
 // Note [Winograd F(2x2, 3x3)]
 // In one dimension, two outputs of a 3-tap filter g over four inputs d,
 //     y0 = d0 g0 + d1 g1 + d2 g2        y1 = d1 g0 + d2 g1 + d3 g2      (6 multiplications)
@@ -121,10 +123,11 @@ void transform_filter(const float g[3][3], float* out, std::int64_t stride) {
   }
 }
 
-// x: one channel (H, W) -> q: its four phase planes (Note [Tiles as shifted planes]).
+// x: one channel (H, W) -> q: its four phase planes (Note [Tiles as shifted planes]; not
+// conv_cpu.cpp's to_phase_planes, which splits a whole unpadded image for any stride).
 // Row h of x is row i = (h + 1) / 2 of the planes with a = (h + 1) % 2; its even columns
 // 2k go to the plane with b = 1 at k, its odd columns 2k + 1 to b = 0 at k + 1.
-void to_phase_planes(const float* x, const WinogradShape& s, float* q) {
+void to_tile_planes(const float* x, const WinogradShape& s, float* q) {
   const std::int64_t row = s.tw() + 1, planes = plane_floats(s);
   std::fill(q, q + 4 * planes, 0.0f);
   for (std::int64_t h = 0; h < s.H; ++h) {
@@ -167,6 +170,14 @@ void transform_input(const WinogradShape& s, std::int64_t c, const Scratch& sc) 
       v[(8 + j) * step + t] = p[2][j] - p[1][j];
       v[(12 + j) * step + t] = p[1][j] - p[3][j];
     }
+  }
+}
+
+// x: one image (C, H, W) -> v: every channel's tiles, transformed.
+void transform_image(const float* x, const WinogradShape& s, const Scratch& sc) {
+  for (std::int64_t c = 0; c < s.C; ++c) {
+    to_tile_planes(x + c * s.H * s.W, s, sc.q);
+    transform_input(s, c, sc);
   }
 }
 
@@ -270,13 +281,9 @@ void winograd_weight(const float* w, std::int64_t O, std::int64_t C, bool flippe
 
 void winograd_conv_image(const float* x, const float* u, const float* bias, const WinogradShape& s,
                          float* scratch, float* y) {
-  using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   const std::int64_t T = slots(s), plane = s.H * s.W;
   const Scratch sc = carve(s, scratch);
-  for (std::int64_t c = 0; c < s.C; ++c) {
-    to_phase_planes(x + c * plane, s, sc.q);
-    transform_input(s, c, sc);
-  }
+  transform_image(x, s, sc);
   for (std::int64_t xi = 0; xi < 16; ++xi) {  // M[xi] (O, T) = U[xi] (O, C) @ V[xi] (C, T)
     Eigen::Map<RowMajor>(sc.m + xi * s.O * T, s.O, T).noalias() =
         Eigen::Map<const RowMajor>(u + xi * s.O * s.C, s.O, s.C) *
@@ -289,13 +296,9 @@ void winograd_conv_image(const float* x, const float* u, const float* bias, cons
 
 void winograd_weight_grad_image(const float* x, const float* dy, const WinogradShape& s,
                                 bool accumulate, float* scratch, float* dw_hat) {
-  using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   const std::int64_t T = slots(s), plane = s.H * s.W;
   const Scratch sc = carve(s, scratch);
-  for (std::int64_t c = 0; c < s.C; ++c) {
-    to_phase_planes(x + c * plane, s, sc.q);
-    transform_input(s, c, sc);
-  }
+  transform_image(x, s, sc);
   for (std::int64_t o = 0; o < s.O; ++o) transform_output_grad(dy + o * plane, s, o, sc);
   for (std::int64_t xi = 0; xi < 16; ++xi) {  // dW^[xi] (O, C) += DY[xi] (O, T) @ V[xi]^T
     Eigen::Map<RowMajor> dw(dw_hat + xi * s.O * s.C, s.O, s.C);

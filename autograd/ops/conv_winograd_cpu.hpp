@@ -23,7 +23,6 @@ struct WinogradShape {
   std::int64_t C = 0, O = 0, H = 0, W = 0;
   std::int64_t th() const { return (H + 1) / 2; }
   std::int64_t tw() const { return (W + 1) / 2; }
-  std::int64_t tiles() const { return th() * tw(); }
   // Floats of scratch one call needs.
   std::int64_t scratch_floats() const;
 };

@@ -71,7 +71,7 @@ TEST_CASE("empty allocates a tensor of the right shape, dtype and size", "[ch01]
 TEST_CASE("empty_pinned is host memory, page-locked exactly when a GPU is usable",
           "[ch01][creation]") {
   // The GPU half (the driver sees it as page-locked, copies round-trip, blocks are
-  // cached) is tests/ch02/test_cuda_memory.cpp; here, what every machine must give.
+  // cached) is tests/ch02/test_cuda_runtime.cpp; here, what every machine must give.
   Tensor t = ddp::empty_pinned({3, 4}, DType::Int64);
   CHECK(t.shape() == Shape{3, 4});
   CHECK(t.dtype() == DType::Int64);

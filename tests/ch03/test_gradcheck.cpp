@@ -135,6 +135,21 @@ TEST_CASE("gradcheck: conv2d 3x3, stride 2, padding 1, with bias", "[ch03][gradc
         {rnd(rng, {2, 3, 5, 6}), rnd(rng, {4, 3, 3, 3}), rnd(rng, {4})});
 }
 
+TEST_CASE("gradcheck: conv2d 3x3, stride 1, padding 1, by Winograd on the CPU",
+          "[ch03][gradcheck][conv]") {
+  // 8 channels in, 12 out, 10x10: enough for conv2d_cpu to take Winograd's F(2x2, 3x3)
+  // (winograd_applies, autograd/ops/conv_winograd_cpu.cpp; pinned in test_fused_cpu.cpp).
+  // Its loss sums 1200 outputs of ~72 products: at the default step, the float32 rounding
+  // of that sum alone is ~4e-3 in a numeric derivative. The convolution is linear in each
+  // input, so central differences are exact at any step, and a larger one divides the
+  // rounding away (Note [Finite differences in float32]).
+  std::mt19937 rng(330);
+  GradcheckOptions options;
+  options.eps = 5e-2;
+  check([](const Vars& v) { return ddp::conv2d(v[0], v[1], v[2], 1, 1); },
+        {rnd(rng, {1, 8, 10, 10}), rnd(rng, {12, 8, 3, 3}), rnd(rng, {12})}, options);
+}
+
 TEST_CASE("gradcheck: conv2d 1x1, stride 2 (the ResNet shortcut), no bias",
           "[ch03][gradcheck][conv]") {
   std::mt19937 rng(307);

@@ -7,9 +7,11 @@
 set -uo pipefail
 pattern=$1
 shift
-output=$("$@" 2>&1)
-rc=$?
-printf '%s\n' "$output"
+# Shown as it comes (tee), so that a run ctest kills at its TIMEOUT still shows its output.
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+"$@" 2>&1 | tee "$log"
+rc=${PIPESTATUS[0]}
 ((rc == 0)) || { echo "FAIL: $1 exited with $rc"; exit 1; }
-grep -Eq -- "$pattern" <<<"$output" ||
+grep -Eq -- "$pattern" "$log" ||
   { echo "FAIL: no line of the output matches /$pattern/"; exit 1; }
