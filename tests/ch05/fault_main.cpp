@@ -6,7 +6,8 @@
 //       others must fail, naming it, well within the timeout
 //   ch05_fault init --backend tcp --timeout-s 3     rendezvous + one barrier, nothing else
 //   ch05_fault init-port-taken --timeout-s 3        binds MASTER_PORT itself, then inits
-//   ch05_fault free-port                            prints a loopback port nobody uses now
+//   ch05_fault free-port                            prints a loopback port nobody uses now,
+//                                                   outside the ephemeral range (test_port.hpp)
 // Every failure is printed as "ch05_fault: rank R: error after S s: <message>" on stderr,
 // exit code 3; success prints "ch05_fault: rank R: ok" and exits 0.
 #include <arpa/inet.h>
@@ -25,6 +26,7 @@
 #include "dist/process_group.hpp"
 #include "tensor/error.hpp"
 #include "tensor/tensor.hpp"
+#include "tests/ch05/test_port.hpp"
 
 namespace {
 
@@ -85,7 +87,7 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-// A listening socket on 127.0.0.1:port (0: any free port), closed on destruction.
+// A listening socket on 127.0.0.1:port, closed on destruction.
 class Listener {
  public:
   explicit Listener(int port) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
@@ -101,13 +103,6 @@ class Listener {
   ~Listener() { ::close(fd_); }
   Listener(const Listener&) = delete;
   Listener& operator=(const Listener&) = delete;
-
-  int port() const {
-    sockaddr_in addr{};
-    socklen_t len = sizeof(addr);
-    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
-    return ntohs(addr.sin_port);
-  }
 
  private:
   int fd_;
@@ -154,7 +149,7 @@ int main(int argc, char** argv) {
   const Clock::time_point start = Clock::now();
   try {
     if (o.mode == "free-port") {
-      std::printf("%d\n", Listener(0).port());
+      std::printf("%d\n", ddp::test::free_test_port());
     } else if (o.mode == "loop") {
       loop(o);
     } else if (o.mode == "init") {

@@ -1,6 +1,7 @@
 // ddprun (tools/ddprun/), driven as a user drives it: the real binary, with /bin/sh
 // one-liners as the ranks. Chapter 05. Checks the environment each rank sees, the
-// "[rank R] " prefixes, exit-code propagation, SIGTERM forwarding and bad flags.
+// "[rank R] " prefixes, exit-code propagation, SIGTERM forwarding, bad flags, and that
+// the port it picks stays held.
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
@@ -261,4 +262,16 @@ TEST_CASE("ddprun passes the program's own flags through and reports exec failur
   const Result missing = run_ddprun({"--nproc-per-node", "1", "/nonexistent/program"});
   CHECK(missing.code == 127);
   CHECK(contains(missing.err, "[rank 0] ddprun: cannot run '/nonexistent/program'"));
+}
+
+TEST_CASE("ddprun holds the port it picked until the job ends", "[ch05][ddprun]") {
+  // ch05_fault init-port-taken first binds MASTER_PORT itself, without SO_REUSEADDR, as
+  // any other program would: refused while ddprun holds the port. (Rank 0's store, which
+  // sets SO_REUSEADDR, binds it in every other multi-rank test.) Without the hold, the
+  // bind succeeds and the store then fails with "Address already in use" instead.
+  const Result r = run_ddprun(
+      {"--nproc-per-node", "1", CH05_FAULT_PATH, "init-port-taken", "--timeout-s", "3"});
+  CHECK(r.code == 3);
+  CHECK(contains(r.out + r.err, "test listener: cannot bind 127.0.0.1:"));
+  CHECK_FALSE(contains(r.out + r.err, "Address already in use"));
 }

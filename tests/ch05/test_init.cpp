@@ -10,19 +10,14 @@
 #include <vector>
 
 #include "dist/init.hpp"
-#include "dist/socket.hpp"
 #include "tensor/error.hpp"
 #include "tensor/tensor.hpp"
 #include "tests/ch05/fork_ranks.hpp"
+#include "tests/ch05/test_port.hpp"
 
 using namespace std::chrono_literals;
 
 namespace {
-
-int free_port() {
-  ddp::Socket probe = ddp::Socket::listen("127.0.0.1", 0);
-  return probe.local_port();  // closed on return; free unless someone takes it at once
-}
 
 // In a child: joins through `options`, all-reduces its rank, checks 0 + 1 + 2.
 int all_reduce_ranks(ddp::InitOptions options) {
@@ -51,7 +46,7 @@ void set_torchrun_env(int rank, int world, int port) {
 }  // namespace
 
 TEST_CASE("init_process_group env:// joins 3 processes over tcp", "[ch05][init]") {
-  const int port = free_port();
+  const int port = ddp::test::free_test_port();
   const auto codes = ddp::test::run_forked(3, [port](int rank) {
     set_torchrun_env(rank, 3, port);
     return all_reduce_ranks({});
@@ -60,7 +55,7 @@ TEST_CASE("init_process_group env:// joins 3 processes over tcp", "[ch05][init]"
 }
 
 TEST_CASE("init_process_group tcp://host:port takes rank and size from options", "[ch05][init]") {
-  const int port = free_port();
+  const int port = ddp::test::free_test_port();
   const auto codes = ddp::test::run_forked(3, [port](int rank) {
     ddp::InitOptions o;
     o.init_method = "tcp://127.0.0.1:" + std::to_string(port);

@@ -67,32 +67,52 @@ std::map<std::string, std::string> rank_environment(const Options& o, int local_
   };
 }
 
-// Asks the kernel for a free port: bind port 0 on the master's address, read which port
-// was given, close. There is a small race: between this close and rank 0's bind of the
-// same port, another program could take it; rank 0 then fails with "address in use" and
-// the job can simply be started again. (torchrun picks its port the same way.)
-int pick_free_port(const std::string& address) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  const int rc = getaddrinfo(address.c_str(), "0", &hints, &found);
-  DDP_CHECK(rc == 0, "cannot resolve --master-addr '", address, "': ", gai_strerror(rc));
-  const int fd = socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  const bool bound = fd >= 0 && bind(fd, found->ai_addr, found->ai_addrlen) == 0;
-  const int bind_errno = errno;
-  freeaddrinfo(found);
-  sockaddr_storage name{};
-  socklen_t length = sizeof(name);
-  const bool named = bound && getsockname(fd, reinterpret_cast<sockaddr*>(&name), &length) == 0;
-  if (fd >= 0) close(fd);
-  DDP_CHECK(named, "cannot bind a port on --master-addr '", address,
-            "': ", std::strerror(bind_errno),
-            "\nhint: on a single node the master address must be this machine's");
-  return name.ss_family == AF_INET6
-             ? ntohs(reinterpret_cast<const sockaddr_in6*>(&name)->sin6_port)
-             : ntohs(reinterpret_cast<const sockaddr_in*>(&name)->sin_port);
-}
+// A port for the store, held for the whole job. Picking a free port and letting rank 0
+// bind it later leaves a gap in which another program can take it (rank 0 then fails
+// with "address in use"; under a busy `ctest -j` that happened). So ddprun binds port 0
+// with SO_REUSEADDR and keeps that socket open, never listening, until the job ends.
+// While it is bound, Linux hands the port to no other bind(0) or outgoing connection,
+// yet rank 0, which also sets SO_REUSEADDR (Socket::listen), may bind it and listen:
+// two SO_REUSEADDR sockets may share a port as long as neither was listening when the
+// second one bound.
+class PortReservation {
+ public:
+  explicit PortReservation(const std::string& address) {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* found = nullptr;
+    const int rc = getaddrinfo(address.c_str(), "0", &hints, &found);
+    DDP_CHECK(rc == 0, "cannot resolve --master-addr '", address, "': ", gai_strerror(rc));
+    fd_ = socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    const int one = 1;
+    const bool bound = fd_ >= 0 &&
+                       setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0 &&
+                       bind(fd_, found->ai_addr, found->ai_addrlen) == 0;
+    const int bind_errno = errno;
+    freeaddrinfo(found);
+    sockaddr_storage name{};
+    socklen_t length = sizeof(name);
+    const bool named = bound && getsockname(fd_, reinterpret_cast<sockaddr*>(&name), &length) == 0;
+    DDP_CHECK(named, "cannot bind a port on --master-addr '", address,
+              "': ", std::strerror(bind_errno),
+              "\nhint: on a single node the master address must be this machine's");
+    port_ = name.ss_family == AF_INET6
+                ? ntohs(reinterpret_cast<const sockaddr_in6*>(&name)->sin6_port)
+                : ntohs(reinterpret_cast<const sockaddr_in*>(&name)->sin_port);
+  }
+  ~PortReservation() {
+    if (fd_ >= 0) close(fd_);
+  }
+  PortReservation(const PortReservation&) = delete;
+  PortReservation& operator=(const PortReservation&) = delete;
+
+  int port() const { return port_; }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
 
 // ---- Starting a rank --------------------------------------------------------------------
 
@@ -383,7 +403,9 @@ int supervise(std::vector<Rank>& ranks, int signal_fd, const Options& o) {
 
 int run(const Options& o) {
   const int signal_fd = install_signal_pipe();
-  const int port = o.master_port != 0 ? o.master_port : pick_free_port(o.master_addr);
+  std::optional<PortReservation> reserved;  // held until every rank has exited
+  if (o.master_port == 0) reserved.emplace(o.master_addr);
+  const int port = reserved ? reserved->port() : o.master_port;
   std::vector<Rank> ranks;
   for (int local = 0; local < o.nproc_per_node; ++local) {
     try {
