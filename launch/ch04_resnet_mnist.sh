@@ -1,7 +1,7 @@
 #!/bin/bash
 # launch/ch04_resnet_mnist.sh -- chapter 04's training program, ddp-train, as a SLURM
 # batch job: the ResNet on the bundled MNIST digits, one process on one node (on its
-# GPU when the job has one, else on the CPU). DDP comes in chapter 05.
+# GPU when the job has one, else on the CPU). Data-parallel training comes in chapter 06.
 #
 #   sbatch launch/ch04_resnet_mnist.sh                       # a short run (see DDP_TRAIN_ARGS)
 #   DDP_TRAIN_ARGS="--epochs 5" SBATCH_GPUS_PER_NODE=1 sbatch -p gpu launch/ch04_resnet_mnist.sh

@@ -4,8 +4,9 @@
 # port. Chapter 00; launch/README.md explains the launch methods that use it.
 # It starts nothing itself: each script says which launcher starts which program.
 #
-# Settings (environment variables; export them before sbatch/qsub, which pass the
-# environment on to the job, or edit the defaults here):
+# Settings (environment variables; export them before sbatch, which passes the
+# environment on to the job, give them to qsub with -V or -v NAME=value, or edit the
+# defaults here):
 #   DDP_ROOT     the repository                       [the folder this file is in, minus launch/]
 #   DDP_BUILD    the build tree whose bin/ is used     [$DDP_ROOT/build/release]
 #   DDP_MODULES  environment modules to load first, e.g. "gcc/12 cmake openmpi cuda/12.4"

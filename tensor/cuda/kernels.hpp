@@ -32,8 +32,8 @@ namespace ddp::cuda {
 //
 //     for (i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
 //
-// so any grid size is correct, and the grid can be capped at what fills the GPU
-// (an H100 has 132 SMs x 2048 resident threads = 1056 blocks of 256). The same loop,
+// so any grid size is correct, and the grid can be capped at a few times what fills
+// the GPU (an H100 has 132 SMs x 2048 resident threads = 1056 blocks of 256). The same loop,
 // with one "thread", is the CPU twin's plain for loop.
 constexpr int kThreadsPerBlock = 256;
 constexpr std::int64_t kMaxBlocks = 4096;

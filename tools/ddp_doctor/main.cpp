@@ -4,7 +4,8 @@
 // Each rank works out who it is (dist/launch_env.hpp) and which device it would use,
 // reaches the master's TCPStore within --timeout seconds, and sends rank 0 a report;
 // rank 0 checks them all (checks.hpp), prints one table and the verdict, and every rank
-// exits 0 (all good) or 1 (with the problem and a hint). It trains nothing.
+// exits 0 (all good) or 1 (with the problem and a hint); a bad flag exits 2. It trains
+// nothing.
 //
 //   srun build/release/bin/ddp-doctor [--timeout SECONDS]
 
@@ -51,11 +52,27 @@ void choose_device(RankReport& report) {
                                          env_or_empty("CUDA_VISIBLE_DEVICES"));
 }
 
+constexpr const char* kUsage =
+    "usage: ddp-doctor [--timeout SECONDS]\n"
+    "Run it under the launcher of the real job (srun, mpirun, ddprun), as the real program\n"
+    "would be: every rank reports who it is and which device it would use, rank 0 checks\n"
+    "them all and prints a table and the verdict. Exit 0: all good; 1: a problem, named,\n"
+    "with a hint. --timeout: how long to wait for every rank (default 30 s).\n";
+
 int run(int argc, char** argv) {
   std::chrono::seconds timeout{30};
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    DDP_CHECK(arg == "--timeout" && i + 1 < argc, "usage: ddp-doctor [--timeout SECONDS]");
+    if (arg == "--help" || arg == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    if (arg != "--timeout" || i + 1 == argc) {
+      std::fprintf(stderr, "ddp-doctor: %s\nusage: ddp-doctor [--timeout SECONDS]\n",
+                   arg == "--timeout" ? "--timeout needs a value"
+                                      : ("unknown argument '" + arg + "'").c_str());
+      return 2;
+    }
     timeout = std::chrono::seconds(ddp::parse_int_flag("--timeout", argv[++i], 1, 86400));
   }
   const ddp::LaunchEnv env = ddp::discover_launch_env();
