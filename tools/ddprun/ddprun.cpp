@@ -93,10 +93,12 @@ class PortReservation {
     freeaddrinfo(found);
     sockaddr_storage name{};
     socklen_t length = sizeof(name);
-    const bool named = bound && getsockname(fd_, reinterpret_cast<sockaddr*>(&name), &length) == 0;
-    DDP_CHECK(named, "cannot bind a port on --master-addr '", address,
-              "': ", std::strerror(bind_errno),
-              "\nhint: on a single node the master address must be this machine's");
+    if (!bound || getsockname(fd_, reinterpret_cast<sockaddr*>(&name), &length) != 0) {
+      if (fd_ >= 0) close(fd_);  // the destructor does not run when the constructor throws
+      DDP_FAIL("cannot bind a port on --master-addr '", address, "': ",
+               std::strerror(bind_errno),
+               "\nhint: on a single node the master address must be this machine's");
+    }
     port_ = name.ss_family == AF_INET6
                 ? ntohs(reinterpret_cast<const sockaddr_in6*>(&name)->sin6_port)
                 : ntohs(reinterpret_cast<const sockaddr_in*>(&name)->sin_port);
