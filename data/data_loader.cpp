@@ -28,7 +28,8 @@ DataLoader::DataLoader(const MnistDataset& dataset, Sampler& sampler, std::int64
 }
 
 std::int64_t DataLoader::batches_in(std::int64_t n) const {
-  return drop_last_ ? n / batch_size_ : (n + batch_size_ - 1) / batch_size_;
+  // (n + b - 1) / b would overflow for a batch size near 2^63.
+  return n / batch_size_ + (!drop_last_ && n % batch_size_ != 0 ? 1 : 0);
 }
 
 std::int64_t DataLoader::num_batches() const { return batches_in(sampler_.size()); }
@@ -36,16 +37,20 @@ std::int64_t DataLoader::num_batches() const { return batches_in(sampler_.size()
 // ---- One epoch -----------------------------------------------------------------------------
 void DataLoader::start_epoch() {
   stop_worker();  // the worker reads order_: it must be gone before order_ changes
-  order_ = sampler_.indices();
-  DDP_CHECK(static_cast<std::int64_t>(order_.size()) == sampler_.size(), "DataLoader: the ",
-            "sampler's indices() returned ", order_.size(), " positions but its size() says ",
+  // Not started until everything below has worked: an exception here must not leave the
+  // old epoch's batch count over the new order, nor a consumer waiting for no worker.
+  started_ = false;
+  epoch_batches_ = next_batch_ = 0;
+  std::vector<std::int64_t> order = sampler_.indices();
+  DDP_CHECK(static_cast<std::int64_t>(order.size()) == sampler_.size(), "DataLoader: the ",
+            "sampler's indices() returned ", order.size(), " positions but its size() says ",
             sampler_.size());
-  epoch_batches_ = batches_in(static_cast<std::int64_t>(order_.size()));
-  next_batch_ = 0;
-  started_ = true;
+  order_ = std::move(order);
+  epoch_batches_ = batches_in(static_cast<std::int64_t>(order_.size()));  // produce() reads it
   if (prefetch_ && epoch_batches_ > 0) {
     worker_ = std::jthread([this](std::stop_token stop) { produce(std::move(stop)); });
   }
+  started_ = true;
 }
 
 Batch DataLoader::assemble(std::int64_t b) const {

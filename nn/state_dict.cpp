@@ -214,10 +214,16 @@ class Reader {
 };
 
 std::string read_file(const std::filesystem::path& path) {
+  // A folder opens as a stream too, and its "size" is 2^63 - 1 on some file systems.
+  std::error_code ec;
+  DDP_CHECK(!std::filesystem::is_directory(path, ec), "read_state_dict(", path.string(),
+            "): this is a folder, not a checkpoint file");
   std::ifstream in(path, std::ios::binary | std::ios::ate);  // opened at the end: the size
   DDP_CHECK(in.good(), "read_state_dict(", path.string(), "): cannot open the file: ",
             errno_text());
-  std::string bytes(static_cast<std::size_t>(in.tellg()), '\0');
+  const std::streamoff size = in.tellg();
+  DDP_CHECK(size >= 0, "read_state_dict(", path.string(), "): cannot tell its size");
+  std::string bytes(static_cast<std::size_t>(size), '\0');
   in.seekg(0);
   in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   DDP_CHECK(in.good(), "read_state_dict(", path.string(), "): read error: ", errno_text());

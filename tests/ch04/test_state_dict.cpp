@@ -225,6 +225,10 @@ TEST_CASE("a bad file fails naming the file and the entry, and changes nothing",
     CHECK_THROWS_WITH(nn::load_module(model, dir.path() / "nope.state"),
                       Contains("nope.state") && Contains("cannot open"));
   }
+  SECTION("a folder") {  // opens as a stream, with a "size" of 2^63 - 1 on ext4
+    CHECK_THROWS_WITH(nn::load_module(model, dir.path()),
+                      Contains(dir.path().string()) && Contains("a folder"));
+  }
   CHECK(same_state(model.state_dict(), before));
 }
 

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "data/data_loader.hpp"
@@ -101,6 +102,10 @@ TEST_CASE("DataLoader batch count with and without drop_last", "[ch04][loader]")
   ddp::DataLoader too_big(data, sampler, 200, /*drop_last=*/true, ddp::Device::cpu());
   CHECK(too_big.num_batches() == 0);
   CHECK(one_epoch(too_big, nullptr).empty());
+  // (n + b - 1) / b would overflow here and count no batch at all.
+  const std::int64_t huge = std::numeric_limits<std::int64_t>::max();
+  CHECK(ddp::DataLoader(data, sampler, huge, false, ddp::Device::cpu()).num_batches() == 1);
+  CHECK(ddp::DataLoader(data, sampler, huge, true, ddp::Device::cpu()).num_batches() == 0);
   CHECK_THAT(
       ch04::error_of([&] { ddp::DataLoader zero(data, sampler, 0, false, ddp::Device::cpu()); }),
       Contains("batch_size must be >= 1, got 0"));
@@ -163,6 +168,36 @@ TEST_CASE("An exception in the worker is rethrown by next() in the caller", "[ch
     CHECK_FALSE(loader.next().has_value());  // the epoch ended with the error
     loader.start_epoch();                    // and the next one starts afresh
     CHECK(loader.next().has_value());
+  }
+}
+
+TEST_CASE("A start_epoch() that fails leaves no half-started epoch behind", "[ch04][loader]") {
+  // A sampler whose indices() disagrees with its size() from the second epoch on.
+  class Shrinking final : public ddp::Sampler {
+   public:
+    std::vector<std::int64_t> indices() const override {
+      return epoch_ == 0 ? std::vector<std::int64_t>{0, 1, 2, 3, 4, 5}
+                         : std::vector<std::int64_t>{0, 1};
+    }
+    void set_epoch(std::int64_t epoch) override { epoch_ = epoch; }
+    std::int64_t size() const override { return 6; }
+
+   private:
+    std::int64_t epoch_ = 0;
+  };
+  const ddp::MnistDataset data = numbered(6);
+  for (bool prefetch : {true, false}) {
+    INFO("prefetch " << prefetch);
+    Shrinking sampler;
+    ddp::DataLoader loader(data, sampler, 2, false, ddp::Device::cpu(), prefetch);
+    loader.start_epoch();
+    CHECK(loader.next().has_value());  // the old epoch, one batch of three taken
+    sampler.set_epoch(1);
+    CHECK_THAT(ch04::error_of([&] { loader.start_epoch(); }),
+               Contains("indices() returned 2 positions but its size() says 6"));
+    // Before the fix: with prefetch, next() waited forever for a worker that was gone;
+    // without, it read the old epoch's batch 1 out of the new two-element order.
+    CHECK_THAT(ch04::error_of([&] { loader.next(); }), Contains("call start_epoch() first"));
   }
 }
 

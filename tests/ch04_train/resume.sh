@@ -4,7 +4,10 @@
 # buffers, counters) as the run that was never stopped. An epoch of the 256 digits of
 # small_mnist is 8 steps of 32; the full run is 2 epochs = 16 steps, and it is cut
 # at step 5 (mid-epoch 1, the resumed run crosses the epoch boundary), at step 8 (exactly
-# at the boundary) and at step 11 (mid-epoch 2).
+# at the boundary) and at step 11 (mid-epoch 2). The cut at 8 also plays a run that died
+# after writing epoch 2's metrics row and before saving its checkpoint: the row is
+# dropped on resume, not doubled. Last, resuming the finished run trains nothing and
+# reports the same `final:` line.
 #   resume.sh <ddp-train> <data folder> <scratch folder>
 set -u
 bin=$1 data=$2 work=$3
@@ -21,6 +24,7 @@ echo "uninterrupted: $want"
 for cut in 5 8 11; do
   train "stop$cut.log" "${flags[@]}" --max-steps "$cut" --save "cut$cut.ckpt" \
     --metrics "cut$cut.csv"
+  [ "$cut" -ne 8 ] || echo "2,9,9,9,9,9" >>cut8.csv  # a row whose checkpoint was never saved
   train "resume$cut.log" "${flags[@]}" --resume "cut$cut.ckpt" --save "cut$cut.ckpt" \
     --metrics "cut$cut.csv"
   where="epoch $((cut / 8 + 1)), step $((cut % 8)) of it ($cut steps in all)"
@@ -39,4 +43,11 @@ for cut in 5 8 11; do
 done
 # Stopped exactly at the boundary, the first run must not print an empty epoch 2.
 ! grep -q '^epoch 2/2' stop8.log || { cat stop8.log; fail "an epoch without steps was printed"; }
-echo "ok: resumed runs match the uninterrupted one"
+train done.log "${flags[@]}" --resume full.ckpt --metrics full.csv
+grep -q "^nothing left to train: the checkpoint has finished 2 of 2 epochs" done.log ||
+  { cat done.log; fail "resuming a finished run does not say that nothing is left"; }
+! grep -q '^epoch ' done.log || { cat done.log; fail "resuming a finished run trained"; }
+[ "$(final_line done.log)" = "$(final_line full.log)" ] ||
+  { cat done.log; fail "resuming a finished run reports another final: line"; }
+[ "$(wc -l <full.csv)" -eq 3 ] || fail "resuming a finished run changed its metrics file"
+echo "ok: resumed runs match the uninterrupted one; a finished run resumes to the same end"

@@ -101,6 +101,7 @@ TEST_CASE("ddp-train rejects bad values, naming the flag and the text", "[ch04][
       {"--weight-decay", "x"},   {"--seed", "-1"},          {"--seed", "0x10"},
       {"--threads", "0"},        {"--threads", "two"},      {"--threads", "4294967296"},
       {"--lr", "inf"},           {"--momentum", "nan"},     {"--weight-decay", "1e999"},
+      {"--device", "gpu"},       {"--device", "cuda:"},     {"--device", "cuda:-1"},
   };
   for (const Case& c : cases) {
     INFO(c.flag << " '" << c.value << "'");

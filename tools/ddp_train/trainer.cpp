@@ -4,7 +4,9 @@
 #include <bit>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <span>
 
 #include "autograd/functions.hpp"
@@ -34,6 +36,31 @@ std::string data_folder(const TrainOptions& o) {
 // sum's bit pattern, a large --seed).
 Tensor counter(std::int64_t value) {
   return from_data(std::span<const std::int64_t>(&value, 1), {});
+}
+
+// A resumed run appends to its metrics file, but first drops the rows of epochs that the
+// checkpoint has not finished: a run that died after writing an epoch's row and before
+// saving its checkpoint trains that epoch again, and must not leave two rows for it. The
+// file is rewritten beside itself and renamed over, so a crash here loses nothing.
+void keep_finished_rows(const std::string& path, std::int64_t finished_epochs) {
+  std::ifstream in(path);
+  std::string line, kept;
+  bool dropped = false;
+  if (std::getline(in, line)) kept = line + '\n';  // the header
+  while (std::getline(in, line)) {
+    const std::int64_t epoch = std::atoll(line.c_str());
+    if (epoch >= 1 && epoch <= finished_epochs) {
+      kept += line + '\n';
+    } else {
+      dropped = true;
+    }
+  }
+  if (!dropped) return;
+  const std::string tmp = path + ".tmp";
+  std::ofstream(tmp, std::ios::trunc) << kept;
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  DDP_CHECK(!ec, "cannot rewrite --metrics file ", path, ": ", ec.message());
 }
 
 }  // namespace
@@ -68,6 +95,7 @@ Trainer::Trainer(TrainOptions options)
   if (!options_.resume.empty()) load_checkpoint(options_.resume);
   if (!options_.metrics.empty()) {
     const bool fresh = !std::filesystem::exists(options_.metrics) || options_.resume.empty();
+    if (!fresh) keep_finished_rows(options_.metrics, epoch_);
     metrics_.open(options_.metrics, fresh ? std::ios::trunc : std::ios::app);
     DDP_CHECK(metrics_.good(), "cannot open --metrics file ", options_.metrics);
     if (fresh) {
@@ -130,20 +158,39 @@ Evaluation Trainer::evaluate() {
   return e;
 }
 
+bool Trainer::steps_used_up() const {
+  return options_.max_steps > 0 && global_step_ >= options_.max_steps;
+}
+
+void Trainer::evaluate_into(EpochResult& result) {
+  const Evaluation e = evaluate();
+  result.test_loss = e.loss;
+  result.test_correct = e.correct;
+  result.test_total = e.total;
+  result.test_accuracy = 100.0 * static_cast<double>(e.correct) / static_cast<double>(e.total);
+}
+
 EpochResult Trainer::run() {
   EpochResult result;
+  if (epoch_ >= options_.epochs || steps_used_up()) {
+    // Resumed from a run that had already finished (a job resubmitted after it ended):
+    // nothing to train, but the `final:` line still reports the model it would leave.
+    std::printf("nothing left to train: the checkpoint has finished %lld of %lld epochs, "
+                "%lld steps (--max-steps %lld)\n",
+                static_cast<long long>(epoch_), static_cast<long long>(options_.epochs),
+                static_cast<long long>(global_step_), static_cast<long long>(options_.max_steps));
+    result.epoch = epoch_ + (step_in_epoch_ > 0 ? 1 : 0);
+    evaluate_into(result);
+    return result;
+  }
   for (; epoch_ < options_.epochs; ++epoch_) {
     // --max-steps used up exactly at the end of the previous epoch: stop here rather than
     // print (and evaluate) an epoch without a single step.
-    if (result.epoch > 0 && options_.max_steps > 0 && global_step_ >= options_.max_steps) break;
+    if (steps_used_up()) break;
     result = EpochResult{};
     result.epoch = epoch_ + 1;
     const bool finished = train_epoch(result);
-    const Evaluation e = evaluate();
-    result.test_loss = e.loss;
-    result.test_correct = e.correct;
-    result.test_total = e.total;
-    result.test_accuracy = 100.0 * static_cast<double>(e.correct) / static_cast<double>(e.total);
+    evaluate_into(result);
     std::printf("epoch %lld/%lld: train loss %.4f, test loss %.4f, test accuracy %.2f%%, "
                 "%.0f img/s, %.2f s\n",
                 static_cast<long long>(result.epoch), static_cast<long long>(options_.epochs),

@@ -48,7 +48,8 @@ class Trainer {
   explicit Trainer(TrainOptions options);
 
   // Runs the remaining epochs (or until --max-steps); prints progress and one summary
-  // line per epoch; returns the last epoch's result.
+  // line per epoch; returns the last epoch's result. Resumed from a run that had already
+  // finished, it trains nothing and returns the evaluation of the loaded model.
   EpochResult run();
 
   Evaluation evaluate();
@@ -57,6 +58,8 @@ class Trainer {
  private:
   // Trains until the end of the current epoch or the step budget; false if stopped early.
   bool train_epoch(EpochResult& result);
+  bool steps_used_up() const;  // --max-steps given and reached
+  void evaluate_into(EpochResult& result);
   void save_checkpoint(const std::string& path) const;
   void load_checkpoint(const std::string& path);
   void write_metrics(const EpochResult& r);
