@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -25,11 +26,12 @@ struct Result {
   double seconds = 0;
 };
 
-// Runs ddprun with `args`, collecting its stdout and stderr. When `signal_after` is
-// given, sends SIGTERM to ddprun once its stdout contains that text `count` times.
-// Anything still running after 30 s is killed, and the test fails.
+// Runs ddprun with `args`, collecting its stdout and stderr until both are closed (by
+// ddprun and by every rank). When `signal_after` is given, sends `sig` to ddprun once its
+// stdout contains that text `count` times. Anything still running after 30 s is killed,
+// and the test fails.
 Result run_ddprun(const std::vector<std::string>& args, const std::string& signal_after = "",
-                  int count = 1) {
+                  int count = 1, int sig = SIGTERM) {
   int out[2], err[2];
   REQUIRE(pipe2(out, O_CLOEXEC) == 0);
   REQUIRE(pipe2(err, O_CLOEXEC) == 0);
@@ -45,6 +47,7 @@ Result run_ddprun(const std::vector<std::string>& args, const std::string& signa
   if (pid == 0) {
     dup2(out[1], STDOUT_FILENO);
     dup2(err[1], STDERR_FILENO);
+    close_range(3, ~0U, 0);  // ddprun starts with 0, 1, 2 only, whatever ctest left open
     execv(argv[0], argv.data());
     _exit(126);
   }
@@ -77,7 +80,7 @@ Result run_ddprun(const std::vector<std::string>& args, const std::string& signa
         ++seen;
       }
       if (static_cast<int>(seen) >= count) {
-        kill(pid, SIGTERM);
+        kill(pid, sig);
         signalled = true;
       }
     }
@@ -206,16 +209,58 @@ TEST_CASE("ddprun reports a rank killed by a signal as 128 + signal", "[ch05][dd
   CHECK(contains(r.err, "rank 0 failed first (killed by signal 9"));
 }
 
-TEST_CASE("ddprun forwards SIGTERM to every rank", "[ch05][ddprun]") {
-  // Each rank reports the SIGTERM it receives and exits cleanly.
+TEST_CASE("ddprun forwards SIGTERM and SIGHUP to every rank", "[ch05][ddprun]") {
+  // Each rank reports the signal it receives and exits cleanly. (The ranks have process
+  // groups of their own: a closed terminal's SIGHUP reaches them only through ddprun.)
+  for (const auto& [sig, name] : {std::pair{SIGTERM, "TERM"}, std::pair{SIGHUP, "HUP"}}) {
+    const std::string trap = std::string("trap 'echo got ") + name + "; exit 0' " + name;
+    const Result r = run_ddprun(
+        {"--nproc-per-node", "2", "sh", "-c", trap + "; echo ready; while :; do sleep 0.1; done"},
+        "ready", 2, sig);
+    INFO(name << "\n" << r.out << r.err);
+    CHECK(contains(r.out, std::string("[rank 0] got ") + name));
+    CHECK(contains(r.out, std::string("[rank 1] got ") + name));
+    CHECK(r.code == 128 + sig);
+  }
+}
+
+TEST_CASE("ranks do not outlive a ddprun that is killed outright", "[ch05][ddprun]") {
+  // SIGKILL gives ddprun no chance to stop the ranks; PR_SET_PDEATHSIG makes the kernel
+  // kill them. Each rank prints its pid, then sleeps as `sleep` (exec keeps the pid).
   const Result r = run_ddprun(
-      {"--nproc-per-node", "2", "sh", "-c",
-       "trap 'echo got TERM; exit 0' TERM; echo ready; while :; do sleep 0.1; done"},
-      "ready", 2);
+      {"--nproc-per-node", "2", "sh", "-c", "echo ready $$; exec sleep 20"}, "ready", 2, SIGKILL);
   INFO(r.out << r.err);
-  CHECK(contains(r.out, "[rank 0] got TERM"));
-  CHECK(contains(r.out, "[rank 1] got TERM"));
-  CHECK(r.code == 128 + SIGTERM);
+  CHECK(r.code == 128 + SIGKILL);
+  for (const std::string rank : {"[rank 0] ready ", "[rank 1] ready "}) {
+    const std::size_t at = r.out.find(rank);
+    REQUIRE(at != std::string::npos);
+    const pid_t pid = std::stoi(r.out.substr(at + rank.size()));
+    // Gone, or a zombie nobody has reaped yet (state Z in /proc/<pid>/stat).
+    auto alive = [pid] {
+      std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+      std::string line;
+      if (!std::getline(stat, line)) return false;
+      const std::size_t paren = line.rfind(')');
+      return paren + 2 < line.size() && line[paren + 2] != 'Z';
+    };
+    const auto deadline = Clock::now() + std::chrono::seconds(5);
+    while (alive() && Clock::now() < deadline) usleep(10000);
+    INFO(rank << "pid " << pid);
+    CHECK_FALSE(alive());
+    if (alive()) kill(pid, SIGKILL);
+  }
+}
+
+TEST_CASE("a rank inherits no file descriptor of ddprun's but 0, 1 and 2", "[ch05][ddprun]") {
+  // run_ddprun starts ddprun with 0, 1 and 2 only; `test -e` opens nothing itself.
+  const Result r = run_ddprun(
+      {"--nproc-per-node", "1", "sh", "-c",
+       "fd=3; while [ $fd -lt 64 ]; do [ -e /proc/$$/fd/$fd ] && echo open fd $fd; "
+       "fd=$((fd + 1)); done; echo checked"});
+  INFO(r.out << r.err);
+  CHECK(r.code == 0);
+  CHECK(contains(r.out, "[rank 0] checked"));
+  CHECK_FALSE(contains(r.out, "open fd"));
 }
 
 TEST_CASE("ddprun stops a job that runs past --timeout", "[ch05][ddprun]") {

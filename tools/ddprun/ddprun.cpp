@@ -12,6 +12,7 @@
 #include <netdb.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -47,6 +48,10 @@ constexpr auto kDrainTime = std::chrono::seconds(1);
 // really died. Failures seen within this window count as simultaneous, and among them
 // a rank killed by a signal is blamed before one that exited with an error.
 constexpr auto kBlameWindow = std::chrono::milliseconds(250);
+// The signals ddprun passes on to every rank: Ctrl-C, kill, a closed terminal (the ranks
+// sit in process groups of their own, so the terminal's SIGHUP would not reach them), and
+// Ctrl-\.
+constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
 
 // ---- Who is rank r: its environment ---------------------------------------------------
 
@@ -168,15 +173,20 @@ Rank start_rank(const Options& o, int local_rank, int master_port) {
   sigset_t all, previous;
   sigfillset(&all);
   sigprocmask(SIG_BLOCK, &all, &previous);
+  const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid == 0) {  // the child
     setpgid(0, 0);
-    const int null_fd = open("/dev/null", O_RDONLY);
+    // If ddprun itself dies without a chance to stop the ranks (SIGKILL, a ctest
+    // timeout), the kernel kills them too instead of leaving orphans on the ports and
+    // GPUs. Checked after setting it: ddprun may already have died in between.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(128 + SIGKILL);
+    const int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);  // not left open in the rank
     dup2(null_fd, STDIN_FILENO);
     dup2(out[1], STDOUT_FILENO);  // dup2 clears O_CLOEXEC on the copy
     dup2(err[1], STDERR_FILENO);
-    signal(SIGINT, SIG_DFL);
-    signal(SIGTERM, SIG_DFL);
+    for (int sig : kForwarded) signal(sig, SIG_DFL);
     signal(SIGCHLD, SIG_DFL);
     signal(SIGPIPE, SIG_DFL);  // an ignored signal would stay ignored across exec
     sigprocmask(SIG_SETMASK, &previous, nullptr);  // a pending SIGTERM now kills it
@@ -221,7 +231,8 @@ int install_signal_pipe() {
   action.sa_handler = on_signal;
   sigemptyset(&action.sa_mask);
   action.sa_flags = SA_RESTART;
-  for (int sig : {SIGINT, SIGTERM, SIGCHLD}) sigaction(sig, &action, nullptr);
+  for (int sig : kForwarded) sigaction(sig, &action, nullptr);
+  sigaction(SIGCHLD, &action, nullptr);
   // A reader of ddprun's output that goes away (`ddprun ... | head`) must not kill
   // ddprun before it has stopped the ranks: write() then fails with EPIPE instead.
   signal(SIGPIPE, SIG_IGN);
@@ -287,7 +298,8 @@ void signal_all(std::vector<Rank>& ranks, int sig) {
 // The loop of a launcher: until every rank has exited, copy their output (prefixed),
 // reap them, and react. The first rank to fail (non-zero exit, or a signal; kBlameWindow
 // says which when several fail at once) makes every other rank get SIGTERM, then SIGKILL
-// after kGracePeriod; SIGINT/SIGTERM sent to ddprun are forwarded the same way. Returns ddprun's exit code (see usage()).
+// after kGracePeriod; the kForwarded signals sent to ddprun are passed on the same way.
+// Returns ddprun's exit code (see usage()).
 int supervise(std::vector<Rank>& ranks, int signal_fd, const Options& o) {
   const Clock::time_point started = Clock::now();
   std::optional<Clock::time_point> kill_at;     // SIGKILL stragglers then
@@ -342,7 +354,7 @@ int supervise(std::vector<Rank>& ranks, int signal_fd, const Options& o) {
       }
     }
 
-    // 3. Signals sent to ddprun: Ctrl-C and SIGTERM go to every rank.
+    // 3. Signals sent to ddprun (kForwarded) go to every rank.
     if (fds[0].revents != 0) {
       unsigned char sig = 0;
       while (read(signal_fd, &sig, 1) == 1) {
