@@ -133,9 +133,16 @@ FileStore::FileStore(std::string path, std::chrono::milliseconds timeout) : path
             "\n  hint: the folder must exist and be writable on every rank (a shared "
             "filesystem when ranks run on several machines)");
   // Read what is there now: a file that is not a store fails here, not at the first get().
-  std::lock_guard<std::mutex> guard(mutex_);
-  Lock lock(*this, LOCK_SH, Clock::now() + this->timeout(), "open");
-  catch_up();
+  // The destructor does not run when the constructor throws, so close the file here then.
+  try {
+    std::lock_guard<std::mutex> guard(mutex_);
+    Lock lock(*this, LOCK_SH, Clock::now() + this->timeout(), "open");
+    catch_up();
+  } catch (...) {
+    ::close(fd_);
+    fd_ = -1;
+    throw;
+  }
 }
 
 FileStore::~FileStore() {

@@ -420,7 +420,12 @@ void ProcessGroupMpi::run() {
                  "the same collective; look at every rank's output");
       } catch (...) {
         fail(*job, std::current_exception());
-        return true;  // abandoned: MPI offers no way to cancel a collective
+        // Abandoned: MPI offers no way to cancel a collective, and a peer that arrives
+        // late can still make MPI write into this op's buffers (its staging copies, the
+        // caller's tensors) while we drive progress for the others. So they must never
+        // be freed: the op is leaked on purpose, and only ever after a failure.
+        static_cast<void>(job.release());
+        return true;
       }
     });
 

@@ -53,6 +53,8 @@ constexpr std::uint32_t kVersion = 1;
 // A reply may be late by the server's own timeout; on top of it we allow this much
 // before deciding the server itself is gone.
 constexpr std::chrono::seconds kReplyGrace{10};
+// How long the server stops accepting after accept() failed (TCPStoreServer::accept_all).
+constexpr std::chrono::milliseconds kAcceptPause{100};
 
 // Hello is the handshake (not a request op: its bytes are the handshake's own).
 enum class Op : std::uint8_t {
@@ -238,6 +240,8 @@ class TCPStoreServer {
   Socket wake_read_;
   Socket wake_write_;
   std::atomic<bool> stop_ = false;
+  // accept() failed (out of file descriptors, say): new connections wait until then.
+  Clock::time_point accept_paused_until_{};
   std::list<Client> clients_;  // a list: pointers stay valid while others come and go
   std::map<std::string, std::string> data_;
   std::thread thread_;
@@ -248,8 +252,10 @@ void TCPStoreServer::serve() {
   while (!stop_) {
     fds.clear();
     fds.push_back({wake_read_.fd(), POLLIN, 0});
-    fds.push_back({listener_.fd(), POLLIN, 0});
     auto next_deadline = Clock::time_point::max();
+    const bool accepting = Clock::now() >= accept_paused_until_;
+    fds.push_back({accepting ? listener_.fd() : -1, POLLIN, 0});  // poll() skips fd -1
+    if (!accepting) next_deadline = accept_paused_until_;
     for (Client& c : clients_) {
       short events = c.closing ? 0 : POLLIN;
       if (!c.out.empty()) events |= POLLOUT;
@@ -282,9 +288,23 @@ void TCPStoreServer::serve() {
   }
 }
 
+// An accept() that fails (EMFILE: the process is out of file descriptors, as rank 0 of
+// a job of ~1000 ranks is under the usual limit of 1024) must not end the server thread,
+// which would end rank 0: the store keeps serving the clients it has, and tries new ones
+// again after kAcceptPause (the listener stays readable: retrying at once would spin).
 void TCPStoreServer::accept_all() {
   for (;;) {
-    Socket s = listener_.accept(Clock::now());
+    Socket s;
+    try {
+      s = listener_.accept(Clock::now());
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      std::cerr << "ddp: TCPStore server: " << what.substr(0, what.find('\n'))
+                << "; new connections wait " << kAcceptPause.count() << " ms (serving "
+                << clients_.size() << " clients; if this repeats, raise `ulimit -n`)\n";
+      accept_paused_until_ = Clock::now() + kAcceptPause;
+      return;
+    }
     if (!s.valid()) return;
     Client& c = clients_.emplace_back();
     c.peer = s.peer_name();

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <iterator>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -174,9 +175,16 @@ TEST_CASE("file store: a foreign, truncated or damaged file is a clear error",
           "[ch05][file_store]") {
   const StorePath path("corrupt");
   write_bytes(path.str(), "hello, not a store\n");
+  // ... and the store that failed to open leaves no file descriptor behind.
+  auto open_fds = [] {
+    const auto entries = std::filesystem::directory_iterator("/proc/self/fd");
+    return std::distance(std::filesystem::begin(entries), std::filesystem::end(entries));
+  };
+  const auto fds_before = open_fds();
   CHECK_THROWS_WITH(ddp::FileStore(path.str(), 1s), Contains("corrupt file at byte 0") &&
                                                         Contains(path.str()) &&
                                                         Contains("does not start with"));
+  CHECK(open_fds() == fds_before);
   std::filesystem::remove(path.str());
   {
     ddp::FileStore store(path.str(), 1s);

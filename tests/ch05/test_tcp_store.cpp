@@ -1,7 +1,15 @@
 // Chapter 05, TCPStore: every operation against what a map would answer, waits that
 // wait and time out naming their keys, several processes adding at once, and a server
-// that survives clients sending a wrong token, an oversized frame or random bytes.
+// that survives clients sending a wrong token, an oversized frame or random bytes, and
+// running out of file descriptors.
 #include <catch2/catch.hpp>
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -287,6 +295,38 @@ TEST_CASE("TCPStore survives random bytes from a stranger", "[ch05][store]") {
   TCPStore after(client_options(server.port()));
   CHECK(after.get("round") == "5");
   CHECK(after.num_keys() == 1);
+}
+
+TEST_CASE("TCPStore keeps serving when rank 0 runs out of file descriptors", "[ch05][store]") {
+  // In a child process, which may lower its own descriptor limit.
+  const auto codes = ddp::test::run_forked(1, [](int) {
+    TCPStore server(server_options());
+    TCPStore client(client_options(server.port()));
+    // The strangers' sockets are made first; then the limit is set to the lowest free
+    // descriptor number, so that no new one can be made and the server's accept() of
+    // their connections fails with EMFILE. Before the fix that exception left the server
+    // thread and ended the process.
+    std::vector<int> strangers;
+    for (int i = 0; i < 4; ++i) strangers.push_back(::socket(AF_INET, SOCK_STREAM, 0));
+    int lowest_free = 0;
+    while (::fcntl(lowest_free, F_GETFD) != -1) ++lowest_free;
+    rlimit limit{};
+    ::getrlimit(RLIMIT_NOFILE, &limit);
+    limit.rlim_cur = static_cast<rlim_t>(lowest_free);
+    ::setrlimit(RLIMIT_NOFILE, &limit);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(static_cast<std::uint16_t>(server.port()));
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    for (int fd : strangers) ::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
+    std::this_thread::sleep_for(300ms);  // the server fails to accept, pauses, tries again
+    client.set("still", "serving");      // its thread is alive
+    for (int fd : strangers) ::close(fd);
+    std::this_thread::sleep_for(300ms);
+    TCPStore late(client_options(server.port()));  // descriptors free again: accepted
+    return late.get("still") == "serving" ? 0 : 1;
+  });
+  CHECK(codes == std::vector<int>{0});
 }
 
 TEST_CASE("TCPStore client gives up on an empty port within its deadline", "[ch05][store]") {
