@@ -605,11 +605,26 @@ void ProcessGroupTcp::run_ring(const RingPlan<T>& plan) {
 // Throws the error of a step that failed because of a neighbour, naming it, and, when
 // that neighbour failed first and said why (see on_failure), its report, indented under
 // ours: its own hint and place are the ones that help, so ours add no second hint.
+//
+// When the other neighbour has closed its link too, that is said as well. A rank that
+// dies closes both its links and the failure travels round the ring both ways, so
+// either of our links may close first, and the first can be a neighbour that only
+// failed after the dead one: its report would name the dead one, but is lost when it was
+// rank 0 and the store went down with it. The second close names the dead one.
 void ProcessGroupTcp::fail_peer(bool left, PeerFault fault, const std::string& what) {
-  const int peer = left ? (rank() + size() - 1) % size() : (rank() + 1) % size();
-  std::string message = detail::concat(
-      "rank ", peer, " (", left ? "left" : "right", " neighbour of rank ", rank(), ", ",
-      left ? left_address_ : right_address_, ") ", what, " during ", current_);
+  auto neighbour = [this](bool on_left) {
+    return on_left ? (rank() + size() - 1) % size() : (rank() + 1) % size();
+  };
+  auto describe = [&](bool on_left) {  // "rank 2 (left neighbour of rank 3, 127.0.0.1:4711)"
+    return detail::concat("rank ", neighbour(on_left), " (", on_left ? "left" : "right",
+                          " neighbour of rank ", rank(), ", ",
+                          on_left ? left_address_ : right_address_, ")");
+  };
+  const int peer = neighbour(left);
+  std::string message = detail::concat(describe(left), " ", what, " during ", current_);
+  if (fault == PeerFault::Closed && has_closed(left ? right_ : left_)) {
+    message += detail::concat("\n  ", describe(!left), " closed the connection too");
+  }
   const std::string key = prefix_ + "/failure/" + std::to_string(peer);
   std::string report;
   try {
@@ -635,6 +650,13 @@ void ProcessGroupTcp::fail_peer(bool left, PeerFault fault, const std::string& w
                "that crashed shows its own error first";
   }
   DDP_FAIL(who(), ": ", message);
+}
+
+// Whether the neighbour at the other end of `link` has shut it (FIN or reset), found
+// without reading from it.
+bool ProcessGroupTcp::has_closed(const Socket& link) {
+  pollfd p{link.fd(), POLLRDHUP, 0};
+  return ::poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
 }
 
 }  // namespace ddp

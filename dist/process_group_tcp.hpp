@@ -131,6 +131,7 @@ class ProcessGroupTcp final : public ProcessGroup {
   // How a neighbour let a step down: it closed the connection, or it fell silent.
   enum class PeerFault { Closed, Silent };
   [[noreturn]] void fail_peer(bool left, PeerFault fault, const std::string& what);
+  static bool has_closed(const Socket& link);
 
 
   std::shared_ptr<Store> store_;  // kept alive: the group reads failure reports from it
