@@ -249,7 +249,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   DDP_CHECK(batch_a == batch_b || batch_a == 1 || batch_b == 1, "matmul: batch sizes ", batch_a,
             " and ", batch_b, " differ (", shape_str(a.shape()), " and ", shape_str(b.shape()),
             ")");
-  const std::int64_t batch = std::max(batch_a, batch_b);
+  const std::int64_t batch = batch_a == 1 ? batch_b : batch_a;  // (0 with 1 is 0, not 1)
   const std::int64_t m = a3.shape()[1], n = b3.shape()[2];
   a3 = as_blas_layout(a3).expand({batch, m, k});
   b3 = as_blas_layout(b3).expand({batch, k, n});

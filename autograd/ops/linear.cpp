@@ -13,13 +13,11 @@ namespace {
 struct MatmulBackward final : Node {
   Tensor a, b;  // (M, K), (K, N), or batched (B, M, K), (B, K, N)
   std::vector<Tensor> backward(const Tensor& g) override {
+    // An operand that matmul shared across the batch (2-D, or 3-D with batch 1) gets the
+    // sum over the batch: sum_to takes away the extra dimension or adds up the size-1 one.
     Tensor ga, gb;
-    if (needs_input_grad(0)) ga = ddp::matmul(g, b.transpose(-1, -2));
-    if (needs_input_grad(1)) {
-      gb = ddp::matmul(a.transpose(-1, -2), g);
-      if (gb.dim() > b.dim()) gb = ddp::sum(gb, 0);  // a shared 2-D b: add up the batch
-    }
-    if (ga.defined() && ga.dim() > a.dim()) ga = ddp::sum(ga, 0);
+    if (needs_input_grad(0)) ga = sum_to(ddp::matmul(g, b.transpose(-1, -2)), a.shape());
+    if (needs_input_grad(1)) gb = sum_to(ddp::matmul(a.transpose(-1, -2), g), b.shape());
     return {ga, gb};
   }
   const char* name() const override { return "MatmulBackward"; }

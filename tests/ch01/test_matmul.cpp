@@ -136,6 +136,9 @@ TEST_CASE("matmul of small whole-number matrices is exact", "[ch01][ops][matmul]
   // K = 0: the empty sum is 0.
   CHECK(ddp::matmul(ddp::ones({2, 0}), ddp::ones({0, 3})).to_vector<float>() ==
         std::vector<float>(6, 0.0f));
+  // A batch of 0 against a shared operand is an empty batch, not one of 1.
+  CHECK(ddp::matmul(ddp::ones({0, 2, 3}), ddp::ones({3, 4})).shape() == ddp::Shape{0, 2, 4});
+  CHECK(ddp::matmul(ddp::ones({1, 2, 3}), ddp::ones({0, 3, 4})).shape() == ddp::Shape{0, 2, 4});
 }
 
 TEST_CASE("batched matmul matches the loop, with transposed, permuted and expanded operands",

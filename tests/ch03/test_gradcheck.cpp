@@ -117,6 +117,12 @@ TEST_CASE("gradcheck: matmul (2-D, batched, shared 2-D operand) and linear",
     check([](const Vars& v) { return ddp::matmul(v[0], v[1]); },
           {rnd(rng, {3, 4}), rnd(rng, {2, 4, 5})});
   }
+  SECTION("(1,3,4) @ (2,4,5) and (2,3,4) @ (1,4,5): a batch of 1 is shared too") {
+    check([](const Vars& v) { return ddp::matmul(v[0], v[1]); },
+          {rnd(rng, {1, 3, 4}), rnd(rng, {2, 4, 5})});
+    check([](const Vars& v) { return ddp::matmul(v[0], v[1]); },
+          {rnd(rng, {2, 3, 4}), rnd(rng, {1, 4, 5})});
+  }
   SECTION("linear with bias") {
     check([](const Vars& v) { return ddp::linear(v[0], v[1], v[2]); },
           {rnd(rng, {4, 6}), rnd(rng, {3, 6}), rnd(rng, {3})});
