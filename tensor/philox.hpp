@@ -51,6 +51,14 @@ DDP_HOST_DEVICE inline float uniform01(std::uint32_t word) {
   return static_cast<float>(word >> 8) * (1.0f / 16777216.0f);
 }
 
+// Uniform in [low, high). low + (high - low) * u can round up to high itself for u just
+// below 1 (u = 1 - 2^-24 with low 1, high 2 lands halfway between 2 - 2^-23 and 2, and
+// ties go to 2); such a draw, about one in 2^24, is folded back to low.
+DDP_HOST_DEVICE inline float uniform_in(float low, float high, std::uint32_t word) {
+  const float x = low + (high - low) * uniform01(word);
+  return x < high ? x : low;
+}
+
 // Standard normal by Box-Muller from two words. Computed in double on both devices:
 // CUDA's and glibc's double log/cos are accurate to an ulp or two, so after rounding
 // to float the CPU and the GPU agree (float logf/cosf differ more between the two).

@@ -33,12 +33,22 @@ Tensor::Tensor(std::shared_ptr<Storage> storage, Shape shape, Shape strides, std
   }
 }
 
+namespace {
+// normalize_dim accepts 0 and -1 for a 0-d tensor, as PyTorch does (squeeze(0) of a
+// scalar is the scalar); an operation that indexes the dimension cannot.
+std::int64_t indexed_dim(const Tensor& t, std::int64_t dim, const char* op) {
+  DDP_CHECK(t.dim() > 0, op, "(", dim, "): a 0-d tensor (", t.describe(),
+            ") has no dimensions\nhint: reshape({1}) first");
+  return normalize_dim(dim, t.dim());
+}
+}  // namespace
+
 std::int64_t Tensor::size(std::int64_t dim) const {
-  return shape_[normalize_dim(dim, this->dim())];
+  return shape_[indexed_dim(*this, dim, "size")];
 }
 
 std::int64_t Tensor::stride(std::int64_t dim) const {
-  return strides_[normalize_dim(dim, this->dim())];
+  return strides_[indexed_dim(*this, dim, "stride")];
 }
 
 Device Tensor::device() const {
@@ -167,7 +177,9 @@ Tensor Tensor::permute(const std::vector<std::int64_t>& dims) const {
 Tensor Tensor::transpose(std::int64_t dim0, std::int64_t dim1) const {
   std::vector<std::int64_t> dims(shape_.size());
   std::iota(dims.begin(), dims.end(), 0);
-  std::swap(dims[normalize_dim(dim0, dim())], dims[normalize_dim(dim1, dim())]);
+  const std::int64_t d0 = normalize_dim(dim0, dim()), d1 = normalize_dim(dim1, dim());
+  if (dim() == 0) return *this;  // a scalar transposed is itself
+  std::swap(dims[d0], dims[d1]);
   return permute(dims);
 }
 
@@ -177,7 +189,7 @@ Tensor Tensor::t() const {
 }
 
 Tensor Tensor::narrow(std::int64_t dim, std::int64_t start, std::int64_t length) const {
-  const std::int64_t d = normalize_dim(dim, this->dim());
+  const std::int64_t d = indexed_dim(*this, dim, "narrow");
   DDP_CHECK(start >= 0 && length >= 0 && start + length <= shape_[d], "narrow(dim=", d,
             ", start=", start, ", length=", length, ") is out of range for size ", shape_[d],
             " of a ", describe(), " tensor");
@@ -188,7 +200,7 @@ Tensor Tensor::narrow(std::int64_t dim, std::int64_t start, std::int64_t length)
 
 Tensor Tensor::slice(std::int64_t dim, std::int64_t start, std::int64_t end,
                      std::int64_t step) const {
-  const std::int64_t d = normalize_dim(dim, this->dim());
+  const std::int64_t d = indexed_dim(*this, dim, "slice");
   DDP_CHECK(step > 0, "slice step must be positive, got ", step);
   const std::int64_t size = shape_[d];
   // Python semantics: negative indices count from the end; out-of-range ones clamp.
@@ -204,7 +216,7 @@ Tensor Tensor::slice(std::int64_t dim, std::int64_t start, std::int64_t end,
 }
 
 Tensor Tensor::select(std::int64_t dim, std::int64_t index) const {
-  const std::int64_t d = normalize_dim(dim, this->dim());
+  const std::int64_t d = indexed_dim(*this, dim, "select");
   DDP_CHECK(index >= -shape_[d] && index < shape_[d], "select: index ", index,
             " is out of range for size ", shape_[d], " of dimension ", d, " of a ", describe(),
             " tensor");
@@ -250,7 +262,7 @@ Tensor Tensor::unsqueeze(std::int64_t dim) const {
 
 Tensor Tensor::squeeze(std::int64_t dim) const {
   const std::int64_t d = normalize_dim(dim, this->dim());
-  if (shape_[d] != 1) return *this;  // as in PyTorch: only size-1 dimensions go
+  if (this->dim() == 0 || shape_[d] != 1) return *this;  // as in PyTorch: only size-1 ones go
   Shape shape = shape_, strides = strides_;
   shape.erase(shape.begin() + d);
   strides.erase(strides.begin() + d);
@@ -384,12 +396,17 @@ Tensor& Tensor::mul_(float scalar) {
 
 namespace {
 // Bytes a new contiguous tensor of this shape needs; every size must be >= 0.
+// Checked: {1 << 62} floats would wrap to 0 bytes, and the fill would then write
+// through a null pointer.
 std::size_t creation_bytes(const Shape& shape, DType dtype) {
+  std::int64_t bytes = static_cast<std::int64_t>(element_size(dtype));
   for (std::int64_t size : shape) {
     DDP_CHECK(size >= 0, "cannot create a tensor of shape ", shape_str(shape),
               ": sizes must be >= 0");
+    DDP_CHECK(!__builtin_mul_overflow(bytes, size, &bytes), "cannot create a tensor of shape ",
+              shape_str(shape), ": more than 2^63 bytes");
   }
-  return static_cast<std::size_t>(numel(shape)) * element_size(dtype);
+  return static_cast<std::size_t>(bytes);
 }
 }  // namespace
 

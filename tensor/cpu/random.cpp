@@ -16,7 +16,7 @@ void random(const RandomSpec& spec, const Tensor& out) {
     const philox::Uint4 w =
         philox::random_words(spec.seed, spec.offset + static_cast<std::uint64_t>(i));
     p[i] = normal ? spec.a + spec.b * philox::standard_normal(w.x, w.y)
-                  : spec.a + (spec.b - spec.a) * philox::uniform01(w.x);
+                  : philox::uniform_in(spec.a, spec.b, w.x);
   }
 }
 

@@ -27,7 +27,7 @@ __global__ void random_kernel(float* out, std::int64_t n, RandomSpec spec) {
     const philox::Uint4 w =
         philox::random_words(spec.seed, spec.offset + static_cast<std::uint64_t>(i));
     out[i] = normal ? spec.a + spec.b * philox::standard_normal(w.x, w.y)
-                    : spec.a + (spec.b - spec.a) * philox::uniform01(w.x);
+                    : philox::uniform_in(spec.a, spec.b, w.x);
   }
 }
 

@@ -66,6 +66,12 @@ TEST_CASE("empty allocates a tensor of the right shape, dtype and size", "[ch01]
   const Tensor none = ddp::empty({0, 5});
   CHECK(none.numel() == 0);
   CHECK(none.to_vector<float>().empty());
+  // Sizes whose byte count passes 2^63 are refused, not wrapped to a small allocation
+  // (2^62 floats wrapped to 0 bytes, and zeros() then wrote through a null pointer).
+  CHECK_THROWS_WITH(ddp::zeros({std::int64_t{1} << 62}), Contains("more than 2^63 bytes"));
+  CHECK_THROWS_WITH(ddp::empty({std::int64_t{1} << 32, std::int64_t{1} << 32}),
+                    Contains("(4294967296, 4294967296)"));
+  CHECK_THROWS_WITH(ddp::empty({-1, 0}), Contains("sizes must be >= 0"));
 }
 
 TEST_CASE("empty_pinned is host memory, page-locked exactly when a GPU is usable",

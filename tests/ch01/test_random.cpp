@@ -154,6 +154,17 @@ TEST_CASE("the same seed gives the same values, another seed or offset does not"
   CHECK(both == first);
 }
 
+TEST_CASE("uniform_in never returns high, even where low + (high - low) u rounds up to it",
+          "[ch01][random][philox]") {
+  // The largest u, 1 - 2^-24: 1 + (2 - 1) u is halfway between 2 - 2^-23 and 2, and rounds
+  // to 2. The draw is folded back to low.
+  const std::uint32_t top = 0xFFFFFFFFu;
+  CHECK(1.0f + 1.0f * philox::uniform01(top) == 2.0f);  // the rounding the fold is for
+  CHECK(philox::uniform_in(1.0f, 2.0f, top) == 1.0f);
+  CHECK(philox::uniform_in(-2.0f, 3.0f, top) < 3.0f);
+  CHECK(philox::uniform_in(1.0f, 2.0f, 0x80000000u) == 1.5f);  // u = 1/2: unchanged
+}
+
 TEST_CASE("uniform samples lie in the half-open range low to high with the right mean and variance",
           "[ch01][random][statistics]") {
   Generator gen(2024);

@@ -209,6 +209,17 @@ TEST_CASE("narrow, slice and select reject out-of-range arguments", "[ch01][view
   REQUIRE_THROWS_WITH(t.select(0, 4), Contains("index 4") && Contains("(4, 5)"));
   CHECK_THROWS_AS(t.select(2, 0), ddp::Error);
   REQUIRE_THROWS_WITH(t.slice(1, 0, 5, 0), Contains("step"));
+  // A 0-d tensor has no dimension to index (these read past an empty shape before).
+  const Tensor s = ddp::scalar_tensor(1.0);
+  CHECK_THROWS_WITH(s.size(0), Contains("size(0): a 0-d tensor"));
+  CHECK_THROWS_WITH(s.stride(-1), Contains("stride(-1): a 0-d tensor"));
+  CHECK_THROWS_WITH(s.narrow(0, 0, 1), Contains("narrow(0): a 0-d tensor"));
+  CHECK_THROWS_WITH(s.slice(0, 0, 1), Contains("slice(0): a 0-d tensor"));
+  CHECK_THROWS_WITH(s.select(0, 0), Contains("select(0): a 0-d tensor"));
+  // ... while squeeze and transpose of dimension 0 (or -1) give the scalar back.
+  CHECK(s.squeeze(0).dim() == 0);
+  CHECK(s.transpose(0, -1).dim() == 0);
+  CHECK(s.transpose(0, 0).item<float>() == 1.0f);
 }
 
 TEST_CASE("writes through a slice with a step change exactly those base elements",
