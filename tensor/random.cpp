@@ -15,6 +15,7 @@ namespace ddp {
 namespace {
 
 Tensor& draw(Tensor& t, RandomSpec::Kind kind, float a, float b, Generator& gen) {
+  detail::check_writable(t, kind == RandomSpec::Kind::Uniform ? "uniform_" : "normal_");
   DDP_CHECK(t.dtype() == DType::Float32, "random numbers fill float32 tensors, got ", t.describe());
   const std::uint64_t count = static_cast<std::uint64_t>(t.numel());
   const RandomSpec spec{kind, gen.seed(), gen.take(count), a, b};

@@ -353,7 +353,17 @@ template std::int64_t Tensor::item<std::int64_t>() const;
 
 // ==== In place =======================================================================
 
+void detail::check_writable(const Tensor& t, const char* op) {
+  for (std::int64_t d = 0; d < t.dim(); ++d) {
+    DDP_CHECK(t.strides()[d] != 0 || t.shape()[d] <= 1, op, ": the tensor written to, ",
+              t.describe(), ", repeats its elements along dimension ", d,
+              " (stride 0, from expand()), so several of them are one memory location",
+              "\nhint: write into a copy (clone() or contiguous()) instead");
+  }
+}
+
 Tensor& Tensor::copy_(const Tensor& src) {
+  detail::check_writable(*this, "copy_");
   Tensor from = src.to(device());
   // Reading and writing the same memory through different strides would read values
   // this copy has already overwritten: copy the source out first.
@@ -363,6 +373,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
 }
 
 Tensor& Tensor::fill_(double value) {
+  detail::check_writable(*this, "fill_");
   backend_for(device()).fill(*this, value);
   return *this;
 }

@@ -137,4 +137,12 @@ Tensor ones_like(const Tensor& t);
 // Prints dtype, shape, device and (up to a few dozen) values.
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
 
+namespace detail {
+// Every in-place operation checks its destination first: a view made by expand() has
+// elements that are one memory location (a stride-0 dimension of size > 1), and
+// writing them would race between threads or keep only the last write. PyTorch refuses
+// the same. (Other overlaps, as_strided windows, are not detected.)
+void check_writable(const Tensor& t, const char* op);
+}  // namespace detail
+
 }  // namespace ddp

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "tensor/ops.hpp"
+#include "tensor/random.hpp"
 #include "tensor/tensor.hpp"
 #include "tests/support/reference.hpp"
 
@@ -231,4 +232,27 @@ TEST_CASE("in-place ops refuse an operand that would grow the output", "[ch01][i
   REQUIRE_THROWS_WITH(out.mul_(ddp::ones({2})), Contains("(3, 1)") && Contains("(2,)"));
   // Nothing was written by the failed calls.
   CHECK(out.to_vector<float>() == std::vector<float>(3, 0.0f));
+}
+
+TEST_CASE("in-place ops refuse a destination made by expand", "[ch01][inplace][errors]") {
+  // 256 rows that are one row in memory: every write would hit the same 256 floats, from
+  // several threads at once (65,536 elements take the parallel path). PyTorch refuses too.
+  const Tensor row = ddp::zeros({1, 256});
+  Tensor repeated = row.expand({256, 256});
+  const Tensor ones = ddp::ones({256, 256});
+  ddp::Generator gen(1);
+  CHECK_THROWS_WITH(repeated.add_(ones), Contains("in-place add") && Contains("dimension 0") &&
+                                             Contains("stride 0"));
+  CHECK_THROWS_WITH(repeated.mul_(2.0f), Contains("stride 0"));
+  CHECK_THROWS_WITH(repeated.copy_(ones), Contains("copy_") && Contains("(256, 256)"));
+  CHECK_THROWS_WITH(repeated.fill_(1.0), Contains("fill_"));
+  CHECK_THROWS_WITH(ddp::uniform_(repeated, 0.0f, 1.0f, gen), Contains("uniform_"));
+  CHECK(row.to_vector<float>() == std::vector<float>(256, 0.0f));  // nothing was written
+  // A size-1 dimension with stride 0 repeats nothing, and an expanded source is fine.
+  Tensor single = ddp::zeros({1}).expand({1, 1});
+  single.add_(ddp::ones({1, 1}));
+  CHECK(single.item<float>() == 1.0f);
+  Tensor dense = ddp::zeros({256, 256});
+  dense.add_(ddp::ones({1, 256}).expand({256, 256}));
+  CHECK(dense.to_vector<float>() == std::vector<float>(256 * 256, 1.0f));
 }
