@@ -8,6 +8,7 @@
 //   4. ask that device's Backend to fill it (tensor/cpu/ or tensor/cuda/).
 #include "tensor/ops.hpp"
 
+#include <cmath>
 #include <limits>
 
 #include "tensor/backend.hpp"
@@ -32,6 +33,15 @@ void check_binary_dtypes(BinaryOp op, const Tensor& a, const Tensor& b) {
 
 DType binary_result_dtype(BinaryOp op, DType input) {
   return is_comparison(op) ? DType::Float32 : input;
+}
+
+// An int64 tensor takes only a whole-number scalar: the op runs in int64 (no promotion
+// to float as in PyTorch), so 0.5 would be cut to 0 and `x < 0.5` answer `x < 0`.
+void check_int64_scalar(BinaryOp op, const Tensor& a, double scalar) {
+  if (a.dtype() != DType::Int64) return;
+  DDP_CHECK(std::trunc(scalar) == scalar && std::abs(scalar) < 9.2e18, op_name(op), " of ",
+            a.describe(), " with ", scalar, ": an int64 op takes a whole-number scalar",
+            "\nhint: convert the tensor first, x.to(DType::Float32)");
 }
 
 // True when `b` reads memory that `out` writes, through a different layout: then an
@@ -76,6 +86,7 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
 Tensor binary(BinaryOp op, const Tensor& a, double scalar) {
   DDP_CHECK(a.dtype() == DType::Float32 || supports_int64(op), op_name(op),
             " is not defined for int64 tensors (got ", a.describe(), ")");
+  check_int64_scalar(op, a, scalar);
   Tensor out = empty(a.shape(), {binary_result_dtype(op, a.dtype()), a.device()});
   if (out.numel() > 0) backend_of(a).binary_scalar(op, a, scalar, out);
   return out;
@@ -99,6 +110,7 @@ void binary_(BinaryOp op, const Tensor& out, double scalar) {
   DDP_CHECK(!is_comparison(op), op_name(op), " cannot be done in place");
   DDP_CHECK(out.dtype() == DType::Float32 || supports_int64(op), op_name(op),
             " is not defined for int64 tensors (got ", out.describe(), ")");
+  check_int64_scalar(op, out, scalar);
   if (out.numel() > 0) backend_of(out).binary_scalar(op, out, scalar, out);
 }
 

@@ -195,6 +195,23 @@ TEST_CASE("in-place ops on int64 tensors stay exact", "[ch01][inplace][int64]") 
   CHECK_THROWS_AS(out.tensor.div_(other.tensor), ddp::Error);
 }
 
+TEST_CASE("int64 ops take whole-number scalars only", "[ch01][inplace][int64]") {
+  // Cast to int64, 0.5 became 0: `x < 0.5` answered `x < 0`, and `x * 0.5` gave 0.
+  Tensor x = ddp::from_data(std::vector<std::int64_t>{0, 2, 5}, {3});
+  CHECK_THROWS_WITH(ddp::binary(BinaryOp::Lt, x, 0.5),
+                    Contains("whole-number scalar") && Contains("int64"));
+  CHECK_THROWS_WITH(ddp::binary(BinaryOp::Eq, x, 2.5), Contains("whole-number scalar"));
+  CHECK_THROWS_WITH(ddp::mul(x, 0.5), Contains("whole-number scalar"));
+  CHECK_THROWS_WITH(x.mul_(0.5f), Contains("whole-number scalar"));
+  CHECK_THROWS_WITH(x.add_(x, 2.5f), Contains("whole-number scalar"));
+  CHECK(x.to_vector<std::int64_t>() == std::vector<std::int64_t>{0, 2, 5});  // untouched
+  // Whole numbers are exact, as before.
+  CHECK(ddp::mul(x, 3.0).to_vector<std::int64_t>() == std::vector<std::int64_t>{0, 6, 15});
+  CHECK(ddp::binary(BinaryOp::Lt, x, 2.0).to_vector<float>() == std::vector<float>{1, 0, 0});
+  x.add_(x, 2.0f);
+  CHECK(x.to_vector<std::int64_t>() == std::vector<std::int64_t>{0, 6, 15});
+}
+
 TEST_CASE("copy_ broadcasts the source, converts dtype, and writes through views",
           "[ch01][inplace]") {
   std::mt19937 rng(305);
