@@ -229,6 +229,28 @@ TEST_CASE("conv2d_cpu and batch_norm_cpu give the same bits on 1 and 2 threads",
   }
 }
 
+TEST_CASE("conv2d_cpu of one image gives the same bits on 1 and 2 threads",
+          "[ch03][fused][threads]") {
+  // One image: the loop over images runs on one thread, and a product this large (K =
+  // 128 * 9 = 1152, stride 2 so on the patch matrix) is one that Eigen, called outside a
+  // multi-threaded region, could split over threads itself, blocking the sum over K
+  // differently. It must not: the bits may not depend on the thread count.
+  std::mt19937 rng(407);
+  const std::vector<Tensor> inputs = {rnd(rng, {1, 128, 56, 56}), rnd(rng, {256, 128, 3, 3})};
+  const Op net = [](const Vars& v) { return ddp::conv2d_cpu(v[0], v[1], Variable(), 2, 1); };
+  const int threads_before = ddp::get_num_threads();
+  ddp::set_num_threads(1);
+  const Run one = run(net, inputs, 7);
+  ddp::set_num_threads(2);
+  const Run two = run(net, inputs, 7);
+  ddp::set_num_threads(threads_before);
+  CHECK(one.y.to_vector<float>() == two.y.to_vector<float>());
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    INFO("input " << i);
+    CHECK(one.grads[i].to_vector<float>() == two.grads[i].to_vector<float>());
+  }
+}
+
 TEST_CASE("conv2d on the CPU takes the fused path", "[ch03][fused][conv]") {
   const Variable x(ddp::ones({1, 1, 3, 3}), true), w(ddp::ones({1, 1, 3, 3}), true);
   CHECK(ddp::fused_cpu_applies(x.data()));
