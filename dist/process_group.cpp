@@ -3,6 +3,7 @@
 #include "dist/process_group.hpp"
 
 #include "dist/launch_env.hpp"
+#include "tensor/cuda/device_info.hpp"  // use_device
 #include "tensor/error.hpp"
 
 namespace ddp {
@@ -52,13 +53,18 @@ namespace detail {
 
 Tensor host_copy(const Tensor& t) {
   if (!t.is_cuda()) return t;
+  cuda::use_device(t.device().index);  // see host_buffer_like
   Tensor host = empty_pinned(t.shape(), t.dtype());
   host.copy_(t);
   return host;
 }
 
 Tensor host_buffer_like(const Tensor& t) {
-  return t.is_cuda() ? empty_pinned(t.shape(), t.dtype()) : t;
+  if (!t.is_cuda()) return t;
+  // The communication thread starts on GPU 0: it adopts the tensor's GPU before its first
+  // CUDA call, or the pinned allocation would make a context on GPU 0 (cuda::use_device).
+  cuda::use_device(t.device().index);
+  return empty_pinned(t.shape(), t.dtype());
 }
 
 }  // namespace detail

@@ -78,7 +78,8 @@ namespace detail {
 // copy waits for the kernels that produce the tensor).
 Tensor host_copy(const Tensor& t);
 // host_buffer_like: the tensor itself if it is on the CPU, else page-locked memory of
-// its shape and dtype, contents undefined.
+// its shape and dtype, contents undefined. Both are for the communication thread: for a
+// CUDA tensor they make its GPU the thread's device for good (cuda::use_device).
 Tensor host_buffer_like(const Tensor& t);
 }  // namespace detail
 

@@ -71,6 +71,7 @@ if [[ -n ${SLURM_JOB_NODELIST:-} ]]; then
 elif [[ -n ${PBS_NODEFILE:-} && -r ${PBS_NODEFILE:-} ]]; then
   DDP_HOSTS=$(awk '!seen[$1]++ { print $1 }' "$PBS_NODEFILE" | paste -sd' ')
   DDP_JOB_ID=${PBS_JOBID%%.*}
+  DDP_JOB_ID=${DDP_JOB_ID//[^0-9]/}   # an array job, 123[4], counts as 1234
 elif [[ -n ${DDP_HOSTFILE:-} ]]; then
   DDP_HOSTS=$(awk '!/^#/ && NF && !seen[$1]++ { print $1 }' "$DDP_HOSTFILE" | paste -sd' ')
   DDP_JOB_ID=$$

@@ -30,6 +30,7 @@ bool is_available() { return false; }
 std::string device_name(int index) { fail_not_built("device_name", index); }
 AllocatorStats allocator_stats(int index) { fail_not_built("allocator_stats", index); }
 void empty_cache(int index) { fail_not_built("empty_cache", index); }
+void use_device(int index) { fail_not_built("use_device", index); }
 void* pinned_allocate(std::size_t) { fail_not_built("pinned host memory", 0); }
 void pinned_free(void*) noexcept {}
 

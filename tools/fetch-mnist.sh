@@ -45,7 +45,10 @@ if command -v curl >/dev/null; then
   download() { curl --fail --silent --show-error --location --connect-timeout 10 \
                     --max-time 600 --retry 2 --output "$2" "$1"; }
 elif command -v wget >/dev/null; then
-  download() { wget --quiet --timeout=10 --tries=3 --output-document="$2" "$1"; }
+  download() {  # wget has no file:// scheme: a local mirror is a copy
+    if [[ $1 == file://* ]]; then cp "${1#file://}" "$2"; return; fi
+    wget --quiet --timeout=10 --tries=3 --output-document="$2" "$1"
+  }
 else
   fail "neither curl nor wget is installed" "apt-get install -y curl"
 fi

@@ -61,7 +61,11 @@ echo "== fuzzing for ${seconds}s"
 (cd "$out" && ./idx_fuzz -max_total_time="$seconds" -max_len=4096 -rss_limit_mb=1024 \
     -timeout=10 -print_final_stats=1 -artifact_prefix="$out/artifacts/" corpus) \
   2>&1 | tee "$out/last-run.log" | grep -E "^#[0-9]+.*(DONE|pulse)|^stat::|ERROR|SUMMARY" \
-  || true
+  || true  # a finding makes the fuzzer exit non-zero: counted from artifacts/ below
+# A fuzzer that never ran (a missing library, a bad flag) writes no artifact either:
+# libFuzzer's last words on a finished run are its "Done N runs" line.
+grep -q "^Done [0-9]* runs" "$out/last-run.log" || [[ -n $(ls "$out/artifacts") ]] ||
+  { tail -20 "$out/last-run.log" >&2; echo "fuzz-idx.sh: the fuzzer did not run to the end" >&2; exit 1; }
 
 found=0
 for f in "$out"/artifacts/*; do

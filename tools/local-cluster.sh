@@ -349,6 +349,11 @@ cmd_start() {
   if any_running; then
     say "partially running: stopping leftovers first"; cmd_stop
   fi
+  # Run as root, this writes configuration that the daemons execute: a folder (in /tmp,
+  # by default) that another user created first, or a symlink, must not be trusted.
+  if [[ -e $DIR && ( -L $DIR || ! -O $DIR ) ]]; then
+    die "$DIR exists but is a symlink or belongs to another user; remove it, or set LOCAL_SLURM_DIR"
+  fi
   mkdir -p "$DIR"/{etc,munge,state,spool,tmp,log,run}
   chmod 0755 "$DIR" "$DIR/munge"
   if use_namespaces; then echo 1 >"$DIR/run/ns_mode"; else echo 0 >"$DIR/run/ns_mode"; fi

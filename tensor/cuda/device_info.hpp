@@ -20,6 +20,13 @@ std::string device_name(int index);  // "NVIDIA H100 80GB HBM3"; throws when abs
 AllocatorStats allocator_stats(int index);
 void empty_cache(int index);
 
+// Makes GPU `index` the calling thread's device for good (cudaSetDevice), as
+// torch.cuda.set_device does. A rank that uses one GPU calls it once on each of its
+// threads: the DeviceGuards of later calls then change nothing. Without it a thread's
+// device is GPU 0, and every guard for GPU k switches back to 0 on exit, which since
+// CUDA 12 makes a context (~0.5 GiB) on GPU 0 for every rank of the node.
+void use_device(int index);
+
 // Page-locked ("pinned") host memory: cudaHostAlloc / cudaFreeHost. Only callable when
 // is_available(); use it through ddp::empty_pinned() (tensor.hpp), which caches it.
 void* pinned_allocate(std::size_t nbytes);  // nullptr when out of memory

@@ -168,6 +168,8 @@ DeviceGuard::~DeviceGuard() {
   if (changed_) cudaSetDevice(previous_);  // errors ignored: destructors do not throw
 }
 
+void use_device(int index) { DDP_CHECK_CUDA(cudaSetDevice(index)); }
+
 // ---- Page-locked host memory -----------------------------------------------------------
 // The GPU's copy engines read and write page-locked memory directly; pageable memory is
 // first copied through a driver bounce buffer. cudaHostAllocPortable: usable from every

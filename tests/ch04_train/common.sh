@@ -34,8 +34,10 @@ small_mnist() {
 train() {
   local log=$1
   shift
+  local rc=0
   "$bin" --data "$data" --device cpu --threads 1 --seed 3 --batch-size 32 "$@" >"$log" 2>&1 ||
-    { cat "$log"; fail "ddp-train $* exited $?"; }
+    rc=$?
+  ((rc == 0)) || { cat "$log"; fail "ddp-train $* exited $rc"; }
   grep -q '^final: test accuracy' "$log" || { cat "$log"; fail "no final: line in $log"; }
 }
 

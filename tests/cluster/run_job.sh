@@ -60,6 +60,12 @@ case $method in
     timeout "$job_timeout" sbatch --wait --output="$log" "$script" >"$scratch/submit" 2>&1
     rc=$?
     cat "$scratch/submit"
+    # timeout stops the sbatch client, not the job: a hung job would hold both nodes and
+    # queue every later cluster test behind it.
+    if ((rc == 124)); then
+      job_id=$(sed -n 's/^Submitted batch job \([0-9]*\).*/\1/p' "$scratch/submit")
+      [[ -n $job_id ]] && scancel "$job_id"
+    fi
     ;;
   qsub)
     # qsub returns at once with the job id; the job's end state is in the jobcomp log.
