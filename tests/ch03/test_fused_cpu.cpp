@@ -199,6 +199,25 @@ TEST_CASE("conv2d_cpu by Winograd: each gradient alone matches conv2d_views",
   }
 }
 
+namespace {
+// Runs net forward and backward on 1 thread, then on 2: the output and every gradient
+// must agree bit for bit.
+void check_same_bits_on_1_and_2_threads(const Op& net, const std::vector<Tensor>& inputs,
+                                        std::mt19937::result_type seed) {
+  const int threads_before = ddp::get_num_threads();
+  ddp::set_num_threads(1);
+  const Run one = run(net, inputs, seed);
+  ddp::set_num_threads(2);
+  const Run two = run(net, inputs, seed);
+  ddp::set_num_threads(threads_before);
+  CHECK(one.y.to_vector<float>() == two.y.to_vector<float>());
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    INFO("input " << i);
+    CHECK(one.grads[i].to_vector<float>() == two.grads[i].to_vector<float>());
+  }
+}
+}  // namespace
+
 TEST_CASE("conv2d_cpu and batch_norm_cpu give the same bits on 1 and 2 threads",
           "[ch03][fused][threads]") {
   // Note [Work shared out on demand]: dW is summed over fixed chunks of images, so the
@@ -216,17 +235,7 @@ TEST_CASE("conv2d_cpu and batch_norm_cpu give the same bits on 1 and 2 threads",
     const Variable w = ddp::conv2d_cpu(n, v[4], Variable(), 1, 1);
     return ddp::conv2d_cpu(w, v[5], Variable(), 2, 1);
   };
-  const int threads_before = ddp::get_num_threads();
-  ddp::set_num_threads(1);
-  const Run one = run(net, inputs, 5);
-  ddp::set_num_threads(2);
-  const Run two = run(net, inputs, 5);
-  ddp::set_num_threads(threads_before);
-  CHECK(one.y.to_vector<float>() == two.y.to_vector<float>());
-  for (std::size_t i = 0; i < inputs.size(); ++i) {
-    INFO("input " << i);
-    CHECK(one.grads[i].to_vector<float>() == two.grads[i].to_vector<float>());
-  }
+  check_same_bits_on_1_and_2_threads(net, inputs, 5);
 }
 
 TEST_CASE("conv2d_cpu of one image gives the same bits on 1 and 2 threads",
@@ -238,17 +247,7 @@ TEST_CASE("conv2d_cpu of one image gives the same bits on 1 and 2 threads",
   std::mt19937 rng(407);
   const std::vector<Tensor> inputs = {rnd(rng, {1, 128, 56, 56}), rnd(rng, {256, 128, 3, 3})};
   const Op net = [](const Vars& v) { return ddp::conv2d_cpu(v[0], v[1], Variable(), 2, 1); };
-  const int threads_before = ddp::get_num_threads();
-  ddp::set_num_threads(1);
-  const Run one = run(net, inputs, 7);
-  ddp::set_num_threads(2);
-  const Run two = run(net, inputs, 7);
-  ddp::set_num_threads(threads_before);
-  CHECK(one.y.to_vector<float>() == two.y.to_vector<float>());
-  for (std::size_t i = 0; i < inputs.size(); ++i) {
-    INFO("input " << i);
-    CHECK(one.grads[i].to_vector<float>() == two.grads[i].to_vector<float>());
-  }
+  check_same_bits_on_1_and_2_threads(net, inputs, 7);
 }
 
 TEST_CASE("conv2d on the CPU takes the fused path", "[ch03][fused][conv]") {
