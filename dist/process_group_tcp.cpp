@@ -610,7 +610,7 @@ void ProcessGroupTcp::run_ring(const RingPlan<T>& plan) {
 // dies closes both its links and the failure travels round the ring both ways, so
 // either of our links may close first, and the first can be a neighbour that only
 // failed after the dead one: its report would name the dead one, but is lost when it was
-// rank 0 and the store went down with it. The second close names the dead one.
+// rank 0 and the store went down with it. The second close can name the dead one.
 void ProcessGroupTcp::fail_peer(bool left, PeerFault fault, const std::string& what) {
   auto neighbour = [this](bool on_left) {
     return on_left ? (rank() + size() - 1) % size() : (rank() + 1) % size();

@@ -410,10 +410,13 @@ namespace {
 // Checked: {1 << 62} floats would wrap to 0 bytes, and the fill would then write
 // through a null pointer.
 std::size_t creation_bytes(const Shape& shape, DType dtype) {
-  std::int64_t bytes = static_cast<std::int64_t>(element_size(dtype));
   for (std::int64_t size : shape) {
     DDP_CHECK(size >= 0, "cannot create a tensor of shape ", shape_str(shape),
               ": sizes must be >= 0");
+  }
+  if (std::find(shape.begin(), shape.end(), 0) != shape.end()) return 0;  // {2^62, 0} is empty
+  std::int64_t bytes = static_cast<std::int64_t>(element_size(dtype));
+  for (std::int64_t size : shape) {
     DDP_CHECK(!__builtin_mul_overflow(bytes, size, &bytes), "cannot create a tensor of shape ",
               shape_str(shape), ": more than 2^63 bytes");
   }

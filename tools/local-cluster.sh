@@ -351,7 +351,7 @@ cmd_start() {
   fi
   # Run as root, this writes configuration that the daemons execute: a folder (in /tmp,
   # by default) that another user created first, or a symlink, must not be trusted.
-  if [[ -e $DIR && ( -L $DIR || ! -O $DIR ) ]]; then
+  if [[ -L $DIR ]] || [[ -e $DIR && ! -O $DIR ]]; then  # -e alone follows a dangling link
     die "$DIR exists but is a symlink or belongs to another user; remove it, or set LOCAL_SLURM_DIR"
   fi
   mkdir -p "$DIR"/{etc,munge,state,spool,tmp,log,run}

@@ -72,6 +72,7 @@ TEST_CASE("empty allocates a tensor of the right shape, dtype and size", "[ch01]
   CHECK_THROWS_WITH(ddp::empty({std::int64_t{1} << 32, std::int64_t{1} << 32}),
                     Contains("(4294967296, 4294967296)"));
   CHECK_THROWS_WITH(ddp::empty({-1, 0}), Contains("sizes must be >= 0"));
+  CHECK(ddp::empty({std::int64_t{1} << 62, 0}).numel() == 0);  // empty: no bytes at all
 }
 
 TEST_CASE("empty_pinned is host memory, page-locked exactly when a GPU is usable",

@@ -43,11 +43,12 @@ for cut in 5 8 11; do
 done
 # Stopped exactly at the boundary, the first run must not print an empty epoch 2.
 ! grep -q '^epoch 2/2' stop8.log || { cat stop8.log; fail "an epoch without steps was printed"; }
-train done.log "${flags[@]}" --resume full.ckpt --metrics full.csv
+train done.log "${flags[@]}" --resume full.ckpt --metrics full.csv --save done.ckpt
 grep -q "^nothing left to train: the checkpoint has finished 2 of 2 epochs" done.log ||
   { cat done.log; fail "resuming a finished run does not say that nothing is left"; }
 ! grep -q '^epoch ' done.log || { cat done.log; fail "resuming a finished run trained"; }
 [ "$(final_line done.log)" = "$(final_line full.log)" ] ||
   { cat done.log; fail "resuming a finished run reports another final: line"; }
 [ "$(wc -l <full.csv)" -eq 3 ] || fail "resuming a finished run changed its metrics file"
+cmp full.ckpt done.ckpt || fail "resuming a finished run with --save did not save the same state"
 echo "ok: resumed runs match the uninterrupted one; a finished run resumes to the same end"

@@ -22,26 +22,32 @@ namespace ddp::test {
 // that range only explicit binds take ports, so we draw there, at random, until one
 // binds. ddprun, which starts rank 0 itself, instead holds its port (tools/ddprun).
 inline int free_test_port() {
-  int low = 32768, high = 60999;  // Linux's default range
-  std::ifstream("/proc/sys/net/ipv4/ip_local_port_range") >> low >> high;
-  // A few thousand ports just under the range; above it when the range starts too low.
-  int first = std::max(1024, low - 8192), last = low - 1;
-  if (last - first < 1024) first = high + 1, last = 65535;
-  DDP_CHECK(first < last, "free_test_port: no room outside the ephemeral range ", low, "-", high);
-  std::uniform_int_distribution<int> pick(first, last);
-  std::random_device seed;
-  std::mt19937 random(seed());
-  for (int attempt = 0; attempt < 200; ++attempt) {
-    const int port = pick(random);
+  // Binds 127.0.0.1:port (0: any) and closes again at once (never listening, so the port
+  // is free again); returns the port bound, or 0.
+  auto try_bind = [](int port) {
     const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
     DDP_CHECK(fd >= 0, "free_test_port: socket() failed");
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_port = htons(static_cast<std::uint16_t>(port));
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    const bool bound = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-    ::close(fd);  // bound but never listening: the port is free again at once
-    if (bound) return port;
+    socklen_t length = sizeof addr;
+    const bool bound = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+                       ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &length) == 0;
+    ::close(fd);
+    return bound ? static_cast<int>(ntohs(addr.sin_port)) : 0;
+  };
+  int low = 32768, high = 60999;  // Linux's default range
+  std::ifstream("/proc/sys/net/ipv4/ip_local_port_range") >> low >> high;
+  // A few thousand ports just under the range; above it when the range starts too low.
+  int first = std::max(1024, low - 8192), last = low - 1;
+  if (last - first < 1024) first = high + 1, last = 65535;
+  if (last - first < 1024) return try_bind(0);  // the range is everything: the usual trick
+  std::uniform_int_distribution<int> pick(first, last);
+  std::random_device seed;
+  std::mt19937 random(seed());
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    if (const int port = try_bind(pick(random)); port != 0) return port;
   }
   DDP_FAIL("free_test_port: 200 random loopback ports outside the ephemeral range ", low, "-",
            high, " were all taken");

@@ -57,15 +57,15 @@ start=$(date +%s)
 case $method in
   sbatch)
     # --output on the command line beats the script's #SBATCH --output.
-    timeout "$job_timeout" sbatch --wait --output="$log" "$script" >"$scratch/submit" 2>&1
+    # A name of our own: timeout stops the sbatch client, not the job, and a hung job
+    # would hold both nodes and queue every later cluster test behind it. (sbatch's
+    # "Submitted batch job N" may still sit in its output buffer when it is killed.)
+    job_name="ddp-ctest-$$"
+    timeout "$job_timeout" sbatch --wait --job-name="$job_name" --output="$log" "$script" \
+      >"$scratch/submit" 2>&1
     rc=$?
     cat "$scratch/submit"
-    # timeout stops the sbatch client, not the job: a hung job would hold both nodes and
-    # queue every later cluster test behind it.
-    if ((rc == 124)); then
-      job_id=$(sed -n 's/^Submitted batch job \([0-9]*\).*/\1/p' "$scratch/submit")
-      [[ -n $job_id ]] && scancel "$job_id"
-    fi
+    ((rc != 124)) || scancel --name="$job_name"
     ;;
   qsub)
     # qsub returns at once with the job id; the job's end state is in the jobcomp log.

@@ -73,7 +73,14 @@ int run(int argc, char** argv) {
                                       : ("unknown argument '" + arg + "'").c_str());
       return 2;
     }
-    timeout = std::chrono::seconds(ddp::parse_int_flag("--timeout", argv[++i], 1, 86400));
+    try {
+      timeout = std::chrono::seconds(ddp::parse_int_flag("--timeout", argv[++i], 1, 86400));
+    } catch (const ddp::Error& e) {
+      const std::string message = e.what();
+      std::fprintf(stderr, "ddp-doctor: %s\nusage: ddp-doctor [--timeout SECONDS]\n",
+                   message.substr(0, message.find('\n')).c_str());
+      return 2;
+    }
   }
   const ddp::LaunchEnv env = ddp::discover_launch_env();
   RankReport me;

@@ -57,8 +57,12 @@ void keep_finished_rows(const std::string& path, std::int64_t finished_epochs) {
   }
   if (!dropped) return;
   const std::string tmp = path + ".tmp";
-  std::ofstream(tmp, std::ios::trunc) << kept;
+  std::ofstream out(tmp, std::ios::trunc);
+  out << kept;
+  out.close();
   std::error_code ec;
+  if (!out) std::filesystem::remove(tmp, ec);  // a full disk: keep the old file whole
+  DDP_CHECK(out.good(), "cannot rewrite --metrics file ", path, " (writing ", tmp, " failed)");
   std::filesystem::rename(tmp, path, ec);
   DDP_CHECK(!ec, "cannot rewrite --metrics file ", path, ": ", ec.message());
 }
@@ -182,6 +186,7 @@ EpochResult Trainer::run() {
                 static_cast<long long>(global_step_), static_cast<long long>(options_.max_steps));
     result.epoch = epoch_ + (step_in_epoch_ > 0 ? 1 : 0);
     evaluate_into(result);
+    if (!options_.save.empty()) save_checkpoint(options_.save);  // --save still gets one
     return result;
   }
   for (; epoch_ < options_.epochs; ++epoch_) {

@@ -50,7 +50,8 @@ constexpr auto kDrainTime = std::chrono::seconds(1);
 constexpr auto kBlameWindow = std::chrono::milliseconds(250);
 // The signals ddprun passes on to every rank: Ctrl-C, kill, a closed terminal (the ranks
 // sit in process groups of their own, so the terminal's SIGHUP would not reach them), and
-// Ctrl-\.
+// Ctrl-\, which the ranks get as SIGTERM (as torchrun does: a core dump per rank on a
+// shared filesystem helps nobody).
 constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
 
 // ---- Who is rank r: its environment ---------------------------------------------------
@@ -178,8 +179,9 @@ Rank start_rank(const Options& o, int local_rank, int master_port) {
   if (pid == 0) {  // the child
     setpgid(0, 0);
     // If ddprun itself dies without a chance to stop the ranks (SIGKILL, a ctest
-    // timeout), the kernel kills them too instead of leaving orphans on the ports and
-    // GPUs. Checked after setting it: ddprun may already have died in between.
+    // timeout), the kernel kills the rank processes too (not what they started
+    // themselves) instead of leaving them on the ports and GPUs. Checked after setting
+    // it: ddprun may already have died in between.
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(128 + SIGKILL);
     const int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);  // not left open in the rank
@@ -363,7 +365,7 @@ int supervise(std::vector<Rank>& ranks, int signal_fd, const Options& o) {
           got_signal = sig;
           std::fprintf(stderr, "ddprun: got %s, forwarding it to every rank\n", strsignal(sig));
         }
-        stop_everyone(sig);
+        stop_everyone(sig == SIGQUIT ? SIGTERM : sig);
       }
     }
 

@@ -26,8 +26,9 @@ when one fails.
 
 Exit code: 0 when every rank succeeded; otherwise the first failing rank's exit code
 (128 + N when it was killed by signal N), 124 after --timeout, 128 + N when ddprun
-itself got signal N (it forwards SIGINT, SIGTERM, SIGHUP and SIGQUIT to every rank;
-if ddprun is killed outright, the kernel kills the ranks too), 2 for bad flags.
+itself got signal N (it forwards SIGINT, SIGTERM and SIGHUP to every rank, and SIGQUIT
+as SIGTERM; if ddprun is killed outright, the kernel kills the rank processes too), 2 for
+bad flags.
 )";
 }
 
