@@ -123,6 +123,23 @@ void transform_filter(const float g[3][3], float* out, std::int64_t stride) {
   }
 }
 
+// One row of W values -> its even columns 2k at even[k] and its odd ones 2k + 1 at odd[k]
+// (for odd W the last, even, column too); merge_columns puts them back.
+void split_columns(const float* in, std::int64_t W, float* even, float* odd) {
+  for (std::int64_t k = 0; k < W / 2; ++k) {
+    even[k] = in[2 * k];
+    odd[k] = in[2 * k + 1];
+  }
+  if (W % 2 == 1) even[W / 2] = in[W - 1];
+}
+void merge_columns(const float* even, const float* odd, std::int64_t W, float* out) {
+  for (std::int64_t k = 0; k < W / 2; ++k) {
+    out[2 * k] = even[k];
+    out[2 * k + 1] = odd[k];
+  }
+  if (W % 2 == 1) out[W - 1] = even[W / 2];
+}
+
 // x: one channel (H, W) -> q: its four phase planes (Note [Tiles as shifted planes]; not
 // conv_cpu.cpp's to_phase_planes, which splits a whole unpadded image for any stride).
 // Row h of x is row i = (h + 1) / 2 of the planes with a = (h + 1) % 2; its even columns
@@ -134,12 +151,7 @@ void to_tile_planes(const float* x, const WinogradShape& s, float* q) {
     const std::int64_t a = (h + 1) % 2, i = (h + 1) / 2;
     float* even = q + (2 * a + 1) * planes + i * row;
     float* odd = q + (2 * a) * planes + i * row + 1;
-    const float* in = x + h * s.W;
-    for (std::int64_t k = 0; k < s.W / 2; ++k) {
-      even[k] = in[2 * k];
-      odd[k] = in[2 * k + 1];
-    }
-    if (s.W % 2 == 1) even[s.W / 2] = in[s.W - 1];
+    split_columns(x + h * s.W, s.W, even, odd);
   }
 }
 
@@ -206,13 +218,7 @@ void transform_output(const WinogradShape& s, std::int64_t o, float bias, const 
   // Interleave the planes into y's rows; tiles hanging over the edge are cut.
   for (std::int64_t h = 0; h < s.H; ++h) {
     const float* even = yb + (2 * (h % 2)) * T + (h / 2) * row;  // columns 2tx
-    const float* odd = even + T;                                 // columns 2tx + 1
-    float* out = y + h * s.W;
-    for (std::int64_t tx = 0; tx < s.W / 2; ++tx) {
-      out[2 * tx] = even[tx];
-      out[2 * tx + 1] = odd[tx];
-    }
-    if (s.W % 2 == 1) out[s.W - 1] = even[s.W / 2];
+    merge_columns(even, even + T, s.W, y + h * s.W);             // odd ones: the next plane
   }
 }
 
@@ -226,13 +232,7 @@ void transform_output_grad(const float* dy, const WinogradShape& s, std::int64_t
   std::fill(gb, gb + 4 * T, 0.0f);
   for (std::int64_t h = 0; h < s.H; ++h) {  // transform_output's interleave, undone
     float* even = gb + (2 * (h % 2)) * T + (h / 2) * row;
-    float* odd = even + T;
-    const float* in = dy + h * s.W;
-    for (std::int64_t tx = 0; tx < s.W / 2; ++tx) {
-      even[tx] = in[2 * tx];
-      odd[tx] = in[2 * tx + 1];
-    }
-    if (s.W % 2 == 1) even[s.W / 2] = in[s.W - 1];
+    split_columns(dy + h * s.W, s.W, even, even + T);
   }
   float* m = sc.m + o * T;
   const std::int64_t step = s.O * T;  // from m[xi] to m[xi + 1]
