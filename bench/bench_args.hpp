@@ -7,7 +7,6 @@
 #include <string_view>
 #include <vector>
 
-#include "tensor/error.hpp"
 #include "tools/flags.hpp"
 
 namespace ddp::bench {

@@ -101,7 +101,6 @@ std::unique_ptr<ProcessGroup> init_process_group(const InitOptions& options) {
     // cuda:<local rank>, or cuda:0 for a rank that sees one GPU (gpu_for_local_rank);
     // make_process_group_nccl names the rank when neither is there.
     const int gpu = gpu_for_local_rank(r.local_rank, cuda::device_count());
-    if (gpu >= 0) cuda::use_device(gpu);  // this thread's device from now on, as in PyTorch
     return make_process_group_nccl(r.store, r.rank, r.world_size,
                                    gpu >= 0 ? gpu : r.local_rank, options.timeout);
 #else

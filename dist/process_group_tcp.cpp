@@ -102,8 +102,8 @@ ProcessGroupTcp::ProcessGroupTcp(std::shared_ptr<Store> store, int rank, int siz
 // left one. The connects cannot deadlock: the kernel completes a connection to a
 // listening socket before anyone calls accept().
 void ProcessGroupTcp::connect_ring(Clock::time_point deadline) {
-  const int right_rank = (rank() + 1) % size();
-  const int left_rank = (rank() + size() - 1) % size();
+  const int right_rank = neighbour(false);
+  const int left_rank = neighbour(true);
   Socket listener = Socket::listen(reachable_address(*store_), 0);
   address_ = format_address(listener.local_address(), listener.local_port());
   store_->set(prefix_ + "/addr/" + std::to_string(rank()), address_);
@@ -397,7 +397,7 @@ void ProcessGroupTcp::ring_broadcast(std::byte* data, std::size_t bytes, int roo
     plan.send_total = n;
   } else {
     plan.steps.push_back({data, n, false});
-    const bool last = (rank() + 1) % size() == root;
+    const bool last = neighbour(false) == root;
     plan.send_total = last ? 0 : n;
   }
   run_ring(plan);
@@ -602,6 +602,15 @@ void ProcessGroupTcp::run_ring(const RingPlan<T>& plan) {
   }
 }
 
+namespace {
+// Whether the neighbour at the other end of `link` has shut it (FIN or reset), found
+// without reading from it.
+bool has_closed(const Socket& link) {
+  pollfd p{link.fd(), POLLRDHUP, 0};
+  return ::poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+}
+}  // namespace
+
 // Throws the error of a step that failed because of a neighbour, naming it, and, when
 // that neighbour failed first and said why (see on_failure), its report, indented under
 // ours: its own hint and place are the ones that help, so ours add no second hint.
@@ -612,9 +621,6 @@ void ProcessGroupTcp::run_ring(const RingPlan<T>& plan) {
 // failed after the dead one: its report would name the dead one, but is lost when it was
 // rank 0 and the store went down with it. The second close can name the dead one.
 void ProcessGroupTcp::fail_peer(bool left, PeerFault fault, const std::string& what) {
-  auto neighbour = [this](bool on_left) {
-    return on_left ? (rank() + size() - 1) % size() : (rank() + 1) % size();
-  };
   auto describe = [&](bool on_left) {  // "rank 2 (left neighbour of rank 3, 127.0.0.1:4711)"
     return detail::concat("rank ", neighbour(on_left), " (", on_left ? "left" : "right",
                           " neighbour of rank ", rank(), ", ",
@@ -650,13 +656,6 @@ void ProcessGroupTcp::fail_peer(bool left, PeerFault fault, const std::string& w
                "that crashed shows its own error first";
   }
   DDP_FAIL(who(), ": ", message);
-}
-
-// Whether the neighbour at the other end of `link` has shut it (FIN or reset), found
-// without reading from it.
-bool ProcessGroupTcp::has_closed(const Socket& link) {
-  pollfd p{link.fd(), POLLRDHUP, 0};
-  return ::poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
 }
 
 }  // namespace ddp

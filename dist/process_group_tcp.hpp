@@ -131,8 +131,8 @@ class ProcessGroupTcp final : public ProcessGroup {
   // How a neighbour let a step down: it closed the connection, or it fell silent.
   enum class PeerFault { Closed, Silent };
   [[noreturn]] void fail_peer(bool left, PeerFault fault, const std::string& what);
-  static bool has_closed(const Socket& link);
-
+  // The rank we receive from (left) or send to (right) on the ring.
+  int neighbour(bool left) const { return (rank() + (left ? size() - 1 : 1)) % size(); }
 
   std::shared_ptr<Store> store_;  // kept alive: the group reads failure reports from it
   std::chrono::milliseconds timeout_;

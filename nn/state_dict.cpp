@@ -270,18 +270,16 @@ StateDict read_state_dict(const std::filesystem::path& path) {
     const auto ndim = in.get<std::uint32_t>("the number of dimensions");
     if (ndim > kMaxDims) in.fail(detail::concat(ndim, " dimensions: the file is corrupted"));
     Shape shape(ndim);
-    std::uint64_t numel = 1;
     for (auto& size : shape) {
       size = in.get<std::int64_t>("the shape");
-      if (size < 0 || __builtin_mul_overflow(numel, static_cast<std::uint64_t>(size), &numel)) {
-        in.fail(detail::concat("invalid size ", size, " in the shape"));
-      }
+      if (size < 0) in.fail(detail::concat("invalid size ", size, " in the shape"));
     }
+    const std::optional<std::int64_t> expected = checked_nbytes(shape, element_size(dtype));
+    if (!expected) in.fail(detail::concat("the shape ", shape_str(shape), " is too large"));
     const auto nbytes = in.get<std::uint64_t>("the byte length");
-    std::uint64_t expected = 0;
-    if (__builtin_mul_overflow(numel, element_size(dtype), &expected) || nbytes != expected) {
+    if (nbytes != static_cast<std::uint64_t>(*expected)) {
       in.fail(detail::concat("byte length ", nbytes, " does not match ", dtype_name(dtype), " ",
-                             shape_str(shape), " (", expected, " bytes)"));
+                             shape_str(shape), " (", *expected, " bytes)"));
     }
     const auto stored_crc = in.get<std::uint32_t>("the CRC-32");
     const char* data = in.take(nbytes, "the data");

@@ -93,7 +93,7 @@ Tensor binary(BinaryOp op, const Tensor& a, double scalar) {
 }
 
 void binary_(BinaryOp op, const Tensor& out, const Tensor& b) {
-  detail::check_writable(out, (std::string("in-place ") + op_name(op)).c_str());
+  detail::check_writable(out, op_name(op));
   check_same_device(op_name(op), out, b);
   check_binary_dtypes(op, out, b);
   DDP_CHECK(!is_comparison(op), op_name(op), " cannot be done in place");
@@ -106,7 +106,7 @@ void binary_(BinaryOp op, const Tensor& out, const Tensor& b) {
 }
 
 void binary_(BinaryOp op, const Tensor& out, double scalar) {
-  detail::check_writable(out, (std::string("in-place ") + op_name(op)).c_str());
+  detail::check_writable(out, op_name(op));
   DDP_CHECK(!is_comparison(op), op_name(op), " cannot be done in place");
   DDP_CHECK(out.dtype() == DType::Float32 || supports_int64(op), op_name(op),
             " is not defined for int64 tensors (got ", out.describe(), ")");

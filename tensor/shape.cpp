@@ -14,6 +14,15 @@ std::int64_t numel(const Shape& shape) {
   return n;
 }
 
+std::optional<std::int64_t> checked_nbytes(const Shape& shape, std::size_t element_bytes) {
+  if (std::find(shape.begin(), shape.end(), 0) != shape.end()) return 0;
+  auto bytes = static_cast<std::int64_t>(element_bytes);
+  for (std::int64_t size : shape) {
+    if (__builtin_mul_overflow(bytes, size, &bytes)) return std::nullopt;
+  }
+  return bytes;
+}
+
 Shape contiguous_strides(const Shape& shape) {
   Shape strides(shape.size());
   std::int64_t stride = 1;

@@ -5,7 +5,9 @@
 // Strides are counted in ELEMENTS, not bytes, everywhere in ddp.cpp.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +17,10 @@ using Shape = std::vector<std::int64_t>;  // sizes, or strides (in elements)
 
 // Product of the sizes; 1 for a 0-d (scalar) shape.
 std::int64_t numel(const Shape& shape);
+// Bytes of a contiguous tensor of `shape` (every size >= 0) with elements of
+// `element_bytes`, or nothing when that passes 2^63 - 1. A shape with a 0 holds 0 bytes,
+// however large its other sizes.
+std::optional<std::int64_t> checked_nbytes(const Shape& shape, std::size_t element_bytes);
 
 // Row-major strides: the last dimension is contiguous. (2,3,4) -> (12,4,1).
 Shape contiguous_strides(const Shape& shape);

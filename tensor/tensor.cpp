@@ -355,7 +355,7 @@ template std::int64_t Tensor::item<std::int64_t>() const;
 
 void detail::check_writable(const Tensor& t, const char* op) {
   for (std::int64_t d = 0; d < t.dim(); ++d) {
-    DDP_CHECK(t.strides()[d] != 0 || t.shape()[d] <= 1, op, ": the tensor written to, ",
+    DDP_CHECK(t.strides()[d] != 0 || t.shape()[d] <= 1, "in-place ", op, ": the tensor written to, ",
               t.describe(), ", repeats its elements along dimension ", d,
               " (stride 0, from expand()), so several of them are one memory location",
               "\nhint: write into a copy (clone() or contiguous()) instead");
@@ -414,13 +414,10 @@ std::size_t creation_bytes(const Shape& shape, DType dtype) {
     DDP_CHECK(size >= 0, "cannot create a tensor of shape ", shape_str(shape),
               ": sizes must be >= 0");
   }
-  if (std::find(shape.begin(), shape.end(), 0) != shape.end()) return 0;  // {2^62, 0} is empty
-  std::int64_t bytes = static_cast<std::int64_t>(element_size(dtype));
-  for (std::int64_t size : shape) {
-    DDP_CHECK(!__builtin_mul_overflow(bytes, size, &bytes), "cannot create a tensor of shape ",
-              shape_str(shape), ": more than 2^63 bytes");
-  }
-  return static_cast<std::size_t>(bytes);
+  const std::optional<std::int64_t> bytes = checked_nbytes(shape, element_size(dtype));
+  DDP_CHECK(bytes.has_value(), "cannot create a tensor of shape ", shape_str(shape),
+            ": more than 2^63 bytes");
+  return static_cast<std::size_t>(*bytes);
 }
 }  // namespace
 

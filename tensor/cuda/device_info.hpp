@@ -21,10 +21,9 @@ AllocatorStats allocator_stats(int index);
 void empty_cache(int index);
 
 // Makes GPU `index` the calling thread's device for good (cudaSetDevice), as
-// torch.cuda.set_device does. A rank that uses one GPU calls it once on each of its
-// threads: the DeviceGuards of later calls then change nothing. Without it a thread's
-// device is GPU 0, and every guard for GPU k switches back to 0 on exit, which since
-// CUDA 12 makes a context (~0.5 GiB) on GPU 0 for every rank of the node.
+// torch.cuda.set_device does. A thread's first DeviceGuard does the same by itself
+// (runtime.hpp); this is for a thread whose first CUDA call is not on a device, such as
+// allocating page-locked memory, which would otherwise make a context on GPU 0.
 void use_device(int index);
 
 // Page-locked ("pinned") host memory: cudaHostAlloc / cudaFreeHost. Only callable when

@@ -157,18 +157,26 @@ int current_device() {
   return index;
 }
 
+namespace {
+thread_local bool device_chosen = false;  // has this thread asked for a device yet?
+}  // namespace
+
 DeviceGuard::DeviceGuard(int index) : previous_(current_device()) {
   if (index != previous_) {
     DDP_CHECK_CUDA(cudaSetDevice(index));
-    changed_ = true;
+    changed_ = device_chosen;  // the first device a thread asks for stays (see the header)
   }
+  device_chosen = true;
 }
 
 DeviceGuard::~DeviceGuard() {
   if (changed_) cudaSetDevice(previous_);  // errors ignored: destructors do not throw
 }
 
-void use_device(int index) { DDP_CHECK_CUDA(cudaSetDevice(index)); }
+void use_device(int index) {
+  DDP_CHECK_CUDA(cudaSetDevice(index));
+  device_chosen = true;
+}
 
 // ---- Page-locked host memory -----------------------------------------------------------
 // The GPU's copy engines read and write page-locked memory directly; pageable memory is

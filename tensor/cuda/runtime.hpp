@@ -88,6 +88,11 @@ class Event {
 // Makes `index` the current device (the one kernels launch on and cudaMalloc allocates
 // on) for the guard's lifetime, then restores the previous one. Neither copied nor moved:
 // it belongs to the scope that declares it.
+//
+// Except on a thread's first guard (or use_device): a thread starts on GPU 0 without
+// having used it, and switching back to GPU 0 would, since CUDA 12, create a context
+// there (~0.5 GiB) for every rank of a node whose GPU is another one. So the first
+// device a thread asks for stays its device; later guards restore as usual.
 class DeviceGuard {
  public:
   explicit DeviceGuard(int index);

@@ -52,35 +52,41 @@ void choose_device(RankReport& report) {
                                          env_or_empty("CUDA_VISIBLE_DEVICES"));
 }
 
-constexpr const char* kUsage =
-    "usage: ddp-doctor [--timeout SECONDS]\n"
+constexpr const char* kUsage = "usage: ddp-doctor [--timeout SECONDS]\n";
+constexpr const char* kAbout =
     "Run it under the launcher of the real job (srun, mpirun, ddprun), as the real program\n"
     "would be: every rank reports who it is and which device it would use, rank 0 checks\n"
     "them all and prints a table and the verdict. Exit 0: all good; 1: a problem, named,\n"
     "with a hint. --timeout: how long to wait for every rank (default 30 s).\n";
 
-int run(int argc, char** argv) {
+// The flags; throws ddp::Error for a bad one.
+std::chrono::seconds parse_timeout(int argc, char** argv) {
   std::chrono::seconds timeout{30};
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
+    DDP_CHECK(arg == "--timeout", "unknown argument '", arg, "'");
+    DDP_CHECK(i + 1 < argc, "--timeout needs a value");
+    timeout = std::chrono::seconds(ddp::parse_int_flag("--timeout", argv[++i], 1, 86400));
+  }
+  return timeout;
+}
+
+int run(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
       std::fputs(kUsage, stdout);
+      std::fputs(kAbout, stdout);
       return 0;
     }
-    if (arg != "--timeout" || i + 1 == argc) {
-      std::fprintf(stderr, "ddp-doctor: %s\nusage: ddp-doctor [--timeout SECONDS]\n",
-                   arg == "--timeout" ? "--timeout needs a value"
-                                      : ("unknown argument '" + arg + "'").c_str());
-      return 2;
-    }
-    try {
-      timeout = std::chrono::seconds(ddp::parse_int_flag("--timeout", argv[++i], 1, 86400));
-    } catch (const ddp::Error& e) {
-      const std::string message = e.what();
-      std::fprintf(stderr, "ddp-doctor: %s\nusage: ddp-doctor [--timeout SECONDS]\n",
-                   message.substr(0, message.find('\n')).c_str());
-      return 2;
-    }
+  }
+  std::chrono::seconds timeout;
+  try {
+    timeout = parse_timeout(argc, argv);
+  } catch (const ddp::Error& e) {  // one line and the usage, exit 2, as every tool here
+    const std::string message = e.what();
+    std::fprintf(stderr, "ddp-doctor: %s\n%s", message.substr(0, message.find('\n')).c_str(),
+                 kUsage);
+    return 2;
   }
   const ddp::LaunchEnv env = ddp::discover_launch_env();
   RankReport me;

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "tensor/device.hpp"
 #include "tensor/error.hpp"
 
 namespace ddp::train {
@@ -86,12 +87,13 @@ TrainOptions parse_options(int argc, const char* const* argv) {
     } else if (flag == "--seed") {
       o.seed = parse_number<std::uint64_t>(flag, value, 0);
     } else if (flag == "--device") {
-      // Checked here, so that a typo is a flag error (exit 2), not a failure at start-up.
+      // Parsed here, so that a typo is a flag error (exit 2), not a failure at start-up.
       // Whether cuda:N exists is known only later (resolve_device).
-      DDP_CHECK(value == "auto" || value == "cpu" || value == "cuda" ||
-                    (value.starts_with("cuda:") && value.size() > 5 &&
-                     value.find_first_not_of("0123456789", 5) == std::string_view::npos),
-                flag, " expects cpu, cuda, cuda:N or auto, got '", value, "'");
+      try {
+        if (value != "auto") static_cast<void>(Device::parse(value));
+      } catch (const Error&) {
+        DDP_FAIL(flag, " expects cpu, cuda, cuda:N or auto, got '", value, "'");
+      }
       o.device = value;
     } else if (flag == "--threads") {
       o.threads = parse_number<int>(flag, value, 1);

@@ -88,7 +88,6 @@ Trainer::Trainer(TrainOptions options)
       sampler_(train_set_.size(), options_.seed),
       init_generator_(options_.seed) {
   if (options_.threads > 0) set_num_threads(options_.threads);
-  if (device_.is_cuda()) cuda::use_device(device_.index);  // no stray context on GPU 0
   model_ = std::make_shared<nn::ResNetMnist>(init_generator_);
   model_->to(device_);
   optimizer_ = std::make_unique<nn::SGD>(
