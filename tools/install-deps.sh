@@ -24,6 +24,7 @@ PACKAGES=(
   slurm-wlm        # slurmctld + slurmd: the local cluster the launch scripts are tested on
   munge            # SLURM's authentication daemon (tools/local-cluster.sh runs its own)
   slurm-wlm-torque # qsub/qstat wrappers: the .pbs launch scripts run on that same cluster
+  iproute2         # ss: local-cluster.sh checks that its daemons' ports are free
 )
 readonly CMAKE_MIN=3.25
 

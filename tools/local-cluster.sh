@@ -46,6 +46,9 @@
 #   LOCAL_SLURM_MEM_MB       RealMemory per node, MiB     [real memory / nodes]
 #   LOCAL_SLURM_CTLD_PORT    slurmctld port               [16817]
 #   LOCAL_SLURM_SLURMD_PORT  port of node1; nodeK uses +K-1 [17001]
+#                            Keep both below the kernel's ephemeral range
+#                            (/proc/sys/net/ipv4/ip_local_port_range, 32768-60999 on
+#                            Linux): any outgoing connection may hold a port in it.
 #   LOCAL_SLURM_NAMESPACES   auto | 1 | 0                 [auto]
 #   LOCAL_SLURM_MPI_DEFAULT  MpiDefault in slurm.conf (none|pmix|pmi2) [none]
 #   LOCAL_SLURM_TIMEOUT      seconds to wait for start/stop steps [30]
@@ -156,6 +159,34 @@ preflight() {
   # Unix socket paths (munge, slurmd, PMIx) are limited to 108 bytes.
   ((${#DIR} <= 60)) ||
     die "LOCAL_SLURM_DIR is too long (${#DIR} > 60 chars); unix socket paths would overflow"
+}
+
+# The daemons' ports must be free. Inside the ephemeral range they may not stay free:
+# every outgoing connection on the machine takes its local port from there (a CI run
+# lost node2 to one), so that is a warning, and a port in use now is an error that
+# names who holds it. TIME_WAIT leftovers do not count: the daemons bind with
+# SO_REUSEADDR. Needs `ss` (iproute2); without it, slurmd's log says it on failure.
+check_ports() {
+  local low=32768 high=60999 name port k held
+  read -r low high </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || true
+  for ((k = 0; k <= NODES; k++)); do
+    if ((k == 0)); then name=slurmctld port=$CTLD_PORT
+    else name="slurmd node$k" port=$((SLURMD_PORT + k - 1)); fi
+    [[ $port =~ ^[0-9]+$ ]] && ((port > 0 && port < 65536)) ||
+      die "$name port '$port' is not a port number (LOCAL_SLURM_CTLD_PORT / LOCAL_SLURM_SLURMD_PORT)"
+    ((port < low || port > high)) ||
+      warn "$name port $port is inside the ephemeral range $low-$high; a connection may take it"
+    command -v ss >/dev/null || continue
+    held=$(ss -Htanp exclude time-wait "sport = :$port" 2>/dev/null | head -n 3)
+    [[ -z $held ]] || die "$name port $port is in use (set LOCAL_SLURM_CTLD_PORT / LOCAL_SLURM_SLURMD_PORT):
+$held"
+  done
+}
+
+# A daemon that did not come up: its log's last lines say why (a port in use, say).
+die_with_log() {  # die_with_log LOGFILE MESSAGE
+  tail -n 5 "$1" 2>/dev/null | sed 's/^/    /' >&2
+  die "$2; see $1"
 }
 
 use_namespaces() {  # decides once; result cached in $DIR/run/ns_mode
@@ -308,7 +339,7 @@ start_slurmctld() {
   # -i: ignore unreadable state files (first start, or after an unclean stop)
   launch slurmctld "$DIR/log/slurmctld.log" slurmctld -i -f "$CONF"
   wait_until "$TIMEOUT" eval 'scontrol ping 2>/dev/null | grep -q UP' \
-    || die "slurmctld not answering; see $DIR/log/slurmctld.log"
+    || die_with_log "$DIR/log/slurmctld.log" "slurmctld not answering"
   say "slurmctld started (pid $(slurmctld_pid)), port $CTLD_PORT"
 }
 
@@ -328,7 +359,7 @@ start_slurmd() {  # start_slurmd nodeK
     launch "slurmd-$n" "$DIR/log/slurmd-$n.log" slurmd -N "$n" -f "$CONF"
   fi
   wait_until "$TIMEOUT" eval "[[ -n \$(slurmd_pid $n) ]]" ||
-    die "slurmd $n did not write its pid file"
+    die_with_log "$DIR/log/slurmd-$n.log" "slurmd $n did not start (no live pid in its pid file)"
   if use_namespaces_cached; then
     readlink "/proc/$(slurmd_pid "$n")/ns/uts" >"$DIR/run/$n.utsns"
   fi
@@ -354,6 +385,7 @@ cmd_start() {
   if [[ -L $DIR ]] || [[ -e $DIR && ! -O $DIR ]]; then  # -e alone follows a dangling link
     die "$DIR exists but is a symlink or belongs to another user; remove it, or set LOCAL_SLURM_DIR"
   fi
+  check_ports
   mkdir -p "$DIR"/{etc,munge,state,spool,tmp,log,run}
   chmod 0755 "$DIR" "$DIR/munge"
   if use_namespaces; then echo 1 >"$DIR/run/ns_mode"; else echo 0 >"$DIR/run/ns_mode"; fi
