@@ -70,8 +70,9 @@ struct Rsqrt {
 struct Abs {
   DDP_HOST_DEVICE float operator()(float x) const { return fabsf(x); }
 };
+// NaN in, NaN out, as in PyTorch (x > 0 ? x : 0 would turn a NaN into a quiet 0).
 struct Relu {
-  DDP_HOST_DEVICE float operator()(float x) const { return x > 0.0f ? x : 0.0f; }
+  DDP_HOST_DEVICE float operator()(float x) const { return x <= 0.0f ? 0.0f : x; }
 };
 struct Tanh {
   DDP_HOST_DEVICE float operator()(float x) const { return tanhf(x); }
@@ -108,16 +109,18 @@ struct Div {
     return a / b;
   }
 };
+// A NaN on either side wins, as in PyTorch: a > b alone gives maximum(NaN, 1) = 1 but
+// maximum(1, NaN) = NaN. (a != a is NaN's test; for int64 the compiler drops it.)
 struct Maximum {
   template <typename T>
   DDP_HOST_DEVICE T operator()(T a, T b) const {
-    return a > b ? a : b;
+    return (a > b || a != a) ? a : b;
   }
 };
 struct Minimum {
   template <typename T>
   DDP_HOST_DEVICE T operator()(T a, T b) const {
-    return a < b ? a : b;
+    return (a < b || a != a) ? a : b;
   }
 };
 struct Pow {

@@ -117,6 +117,8 @@ TEST_CASE("unary ops handle the edge values of their domains", "[ch01][ops][unar
       ddp::from_data(std::vector<float>{0.0f, -0.0f, 1e-30f, 80.0f, -80.0f, -1.0f}, {6});
   const auto relu = ddp::relu(x).to_vector<float>();
   CHECK(relu == std::vector<float>{0, 0, 1e-30f, 80, 0, 0});
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  CHECK(std::isnan(ddp::relu(ddp::full({1}, nan)).item<float>()));  // PyTorch: NaN stays NaN
   const auto sig = ddp::sigmoid(x).to_vector<float>();
   CHECK(sig[0] == 0.5f);
   CHECK(sig[3] == Approx(1.0).epsilon(1e-7));
@@ -229,6 +231,27 @@ TEST_CASE("scalar forms put the scalar on the right", "[ch01][ops][scalar]") {
   // Ties in comparisons with a scalar.
   CHECK(ddp::binary(BinaryOp::Eq, x, 9.0).to_vector<float>() == std::vector<float>{0, 1, 0});
   CHECK(ddp::binary(BinaryOp::Ge, x, 4.0).to_vector<float>() == std::vector<float>{1, 1, 0});
+}
+
+TEST_CASE("maximum and minimum propagate a NaN from either side, as PyTorch does",
+          "[ch01][ops][nan]") {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const Tensor a = ddp::from_data(std::vector<float>{nan, 1.0f, nan, -2.0f}, {4});
+  const Tensor b = ddp::from_data(std::vector<float>{1.0f, nan, nan, 3.0f}, {4});
+  for (const auto& [name, op] : {std::pair{"maximum", ddp::maximum(a, b)},
+                                 std::pair{"maximum, swapped", ddp::maximum(b, a)},
+                                 std::pair{"minimum", ddp::minimum(a, b)},
+                                 std::pair{"minimum, swapped", ddp::minimum(b, a)}}) {
+    INFO(name);
+    const auto got = op.to_vector<float>();
+    CHECK(std::isnan(got[0]));
+    CHECK(std::isnan(got[1]));
+    CHECK(std::isnan(got[2]));
+    CHECK(got[3] == (name[1] == 'a' ? 3.0f : -2.0f));
+  }
+  CHECK(std::isnan(ddp::maximum(a, 0.0).to_vector<float>()[0]));
+  CHECK(ddp::maximum(a, 0.0).to_vector<float>()[1] == 1.0f);
+  CHECK(std::isnan(ddp::minimum(a, 0.0).to_vector<float>()[2]));
 }
 
 TEST_CASE("the operators are the named ops", "[ch01][ops][operators]") {

@@ -252,10 +252,10 @@ double apply(BinaryOp op, double a, double b) {
       return a * b;
     case BinaryOp::Div:
       return a / b;
-    case BinaryOp::Maximum:
-      return std::max(a, b);
+    case BinaryOp::Maximum:  // NaN on either side propagates (PyTorch's rule)
+      return std::isnan(a) || std::isnan(b) ? std::nan("") : std::max(a, b);
     case BinaryOp::Minimum:
-      return std::min(a, b);
+      return std::isnan(a) || std::isnan(b) ? std::nan("") : std::min(a, b);
     case BinaryOp::Pow:
       return std::pow(a, b);
     case BinaryOp::Eq:
