@@ -6,8 +6,9 @@
 # at step 5 (mid-epoch 1, the resumed run crosses the epoch boundary), at step 8 (exactly
 # at the boundary) and at step 11 (mid-epoch 2). The cut at 8 also plays a run that died
 # after writing epoch 2's metrics row and before saving its checkpoint: the row is
-# dropped on resume, not doubled. Last, resuming the finished run trains nothing and
-# reports the same `final:` line.
+# dropped on resume, not doubled. Resuming the finished run trains nothing and reports
+# the same `final:` line. Last, resuming with another seed, batch size, lr, momentum,
+# weight decay or data set is refused, naming the flags.
 #   resume.sh <ddp-train> <data folder> <scratch folder>
 set -u
 bin=$1 data=$2 work=$3
@@ -51,4 +52,31 @@ grep -q "^nothing left to train: the checkpoint has finished 2 of 2 epochs" done
   { cat done.log; fail "resuming a finished run reports another final: line"; }
 [ "$(wc -l <full.csv)" -eq 3 ] || fail "resuming a finished run changed its metrics file"
 cmp full.ckpt done.ckpt || fail "resuming a finished run with --save did not save the same state"
-echo "ok: resumed runs match the uninterrupted one; a finished run resumes to the same end"
+# A checkpoint resumed with other settings is refused, naming each flag that differs with
+# both values, before anything is trained or written.
+refuse() {  # refuse <expected message part> <flags...>
+  local want=$1 out rc=0
+  shift
+  cp full.ckpt other.ckpt
+  out=$("$bin" --data "$data" --device cpu --threads 1 --seed 3 --batch-size 32 --epochs 3 \
+        --resume other.ckpt --save other.ckpt "$@" 2>&1) || rc=$?
+  ((rc != 0)) || { echo "$out"; fail "resuming with $* was accepted"; }
+  grep -qF -- "checkpoint other.ckpt was written by a run with $want" <<<"$out" ||
+    { echo "$out"; fail "resuming with $* does not say: $want"; }
+  ! grep -q '^epoch ' <<<"$out" || { echo "$out"; fail "resuming with $* trained"; }
+  cmp full.ckpt other.ckpt || fail "a refused resume (with $*) changed the checkpoint"
+}
+refuse "--seed 3 (this run: 4)" --seed 4
+refuse "--batch-size 32 (this run: 16)" --batch-size 16
+refuse "--lr 0.1 (this run: 0.05)" --lr 0.05
+refuse "--momentum 0.9 (this run: 0.5), --weight-decay 5e-04 (this run: 0)" \
+  --momentum 0.5 --weight-decay 0
+# Another data set: the same test digits, half the training digits.
+mkdir -p fewer && cp mnist/t10k-* fewer/ || fail "cannot copy the test digits"
+idx_head "$2/train-images-idx3-ubyte.gz" 16 128 784 >fewer/train-images-idx3-ubyte
+idx_head "$2/train-labels-idx1-ubyte.gz" 8 128 1 >fewer/train-labels-idx1-ubyte
+small=$data data=$PWD/fewer
+refuse "--data (training images) 256 (this run: 128)"
+data=$small
+echo "ok: resumed runs match the uninterrupted one; a finished run resumes to the same end;"
+echo "    other settings are refused, each named"

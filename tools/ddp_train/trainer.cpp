@@ -2,12 +2,15 @@
 #include "tools/ddp_train/trainer.hpp"
 
 #include <bit>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <span>
+#include <string>
+#include <vector>
 
 #include "autograd/functions.hpp"
 #include "autograd/grad_mode.hpp"
@@ -36,6 +39,36 @@ std::string data_folder(const TrainOptions& o) {
 // sum's bit pattern, a large --seed).
 Tensor counter(std::int64_t value) {
   return from_data(std::span<const std::int64_t>(&value, 1), {});
+}
+
+// The settings that decide the rest of a run, as a checkpoint records them: a resumed
+// run with other values would not continue the run that was saved, so it is refused,
+// naming each flag that differs. (PyTorch's optimizer.load_state_dict instead restores
+// the saved lr, momentum and weight decay over whatever the new run asked for, silently.)
+// --epochs, --max-steps, --device and --threads may change: a longer run, another
+// machine. Floating-point flags are stored as their 64 bits.
+struct RecordedSetting {
+  const char* key;   // "config.<key>" in the checkpoint
+  const char* flag;  // what the user types
+  std::int64_t stored;
+  bool is_double;
+};
+
+std::vector<RecordedSetting> recorded_settings(const TrainOptions& o, std::int64_t train_images) {
+  auto bits = [](double v) { return std::bit_cast<std::int64_t>(v); };
+  return {{"seed", "--seed", static_cast<std::int64_t>(o.seed), false},
+          {"batch_size", "--batch-size", o.batch_size, false},
+          {"lr", "--lr", bits(o.lr), true},
+          {"momentum", "--momentum", bits(o.momentum), true},
+          {"weight_decay", "--weight-decay", bits(o.weight_decay), true},
+          {"train_images", "--data (training images)", train_images, false}};
+}
+
+std::string setting_text(const RecordedSetting& s, std::int64_t stored) {
+  if (!s.is_double) return std::to_string(stored);
+  char text[32];  // the shortest text that reads back as the same double: 0.1, not 0.1000...01
+  const auto end = std::to_chars(text, text + sizeof text, std::bit_cast<double>(stored)).ptr;
+  return std::string(text, end);
 }
 
 // A resumed run appends to its metrics file, but first drops the rows of epochs that the
@@ -240,8 +273,9 @@ void Trainer::save_checkpoint(const std::string& path) const {
   state.emplace_back("progress.global_step", counter(global_step_));
   state.emplace_back("progress.images_seen", counter(images_seen_));
   state.emplace_back("progress.loss_sum_bits", counter(std::bit_cast<std::int64_t>(loss_sum_)));
-  state.emplace_back("config.seed", counter(static_cast<std::int64_t>(options_.seed)));
-  state.emplace_back("config.batch_size", counter(options_.batch_size));
+  for (const RecordedSetting& s : recorded_settings(options_, train_set_.size())) {
+    state.emplace_back(std::string("config.") + s.key, counter(s.stored));
+  }
   nn::save_state_dict(state, path);
 }
 
@@ -259,12 +293,15 @@ void Trainer::load_checkpoint(const std::string& path) {
     if (key.starts_with("model.")) model_state.emplace_back(key.substr(6), t);
     if (key.starts_with("optimizer.")) optimizer_state.emplace_back(key.substr(10), t);
   }
-  DDP_CHECK(find("config.seed") == static_cast<std::int64_t>(options_.seed) &&
-                find("config.batch_size") == options_.batch_size,
-            "checkpoint ", path, " was written with --seed ", find("config.seed"),
-            " --batch-size ", find("config.batch_size"), ", but this run has --seed ",
-            options_.seed, " --batch-size ", options_.batch_size,
-            "\nhint: resume with the flags of the run that saved it");
+  std::string differences;
+  for (const RecordedSetting& s : recorded_settings(options_, train_set_.size())) {
+    const std::int64_t saved = find(std::string("config.") + s.key);
+    if (saved == s.stored) continue;
+    differences += std::string(differences.empty() ? "" : ", ") + s.flag + " " +
+                   setting_text(s, saved) + " (this run: " + setting_text(s, s.stored) + ")";
+  }
+  DDP_CHECK(differences.empty(), "checkpoint ", path, " was written by a run with ",
+            differences, "\nhint: resume with the flags of the run that saved it");
   model_->load_state_dict(model_state, path);
   optimizer_->load_state_dict(optimizer_state, path);
   epoch_ = find("progress.epoch");
