@@ -134,6 +134,13 @@ if(DDP_HAVE_CUDA)
     file(STRINGS ${NCCL_INCLUDE_DIR}/nccl.h _nccl_ver REGEX "^#define NCCL_(MAJOR|MINOR|PATCH) ")
     string(REGEX REPLACE ".*NCCL_MAJOR ([0-9]+).*NCCL_MINOR ([0-9]+).*NCCL_PATCH ([0-9]+).*"
                          "\\1.\\2.\\3" NCCL_VERSION "${_nccl_ver}")
+  endif()
+  # 2.14 brought what the nccl group is built on: nonblocking communicators
+  # (ncclCommInitRankConfig, config.blocking = 0) and ncclCommFinalize.
+  if(NCCL_VERSION AND NCCL_VERSION VERSION_LESS 2.14)
+    message(WARNING "NCCL ${NCCL_VERSION} (${NCCL_INCLUDE_DIR}/nccl.h) is older than 2.14: the "
+                    "nccl process group will not be built (hint: set NCCL_HOME to a newer one)")
+  elseif(NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
     add_library(ddp_nccl INTERFACE)
     target_include_directories(ddp_nccl SYSTEM INTERFACE ${NCCL_INCLUDE_DIR})
     target_link_libraries(ddp_nccl INTERFACE ${NCCL_LIBRARY})

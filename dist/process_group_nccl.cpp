@@ -9,6 +9,7 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -87,9 +88,9 @@ class NcclComm {
       ncclCommGetAsyncError(comm_, &state);
     }
     if (state == ncclSuccess) {
-      ncclCommDestroy(comm_);
+      report_if_failed(ncclCommDestroy(comm_), "ncclCommDestroy");
     } else {
-      ncclCommAbort(comm_);
+      report_if_failed(ncclCommAbort(comm_), "ncclCommAbort");
     }
   }
   NcclComm(const NcclComm&) = delete;
@@ -142,7 +143,7 @@ class NcclComm {
     std::lock_guard lock(mutex_);
     if (aborted_ || comm_ == nullptr) return;
     aborted_ = true;
-    ncclCommAbort(comm_);
+    report_if_failed(ncclCommAbort(comm_), "ncclCommAbort");
   }
 
   bool aborted() {
@@ -151,6 +152,14 @@ class NcclComm {
   }
 
  private:
+  // Teardown cannot throw (a destructor, or an abort on the way to reporting another
+  // error), but a failure there may explain what the job does next: it goes to stderr.
+  void report_if_failed(ncclResult_t status, const char* call) const noexcept {
+    if (status == ncclSuccess) return;
+    std::fprintf(stderr, "nccl rank %d/%d (cuda:%d): %s failed: %s (%s)\n", rank_, size_,
+                 device_, call, ncclGetErrorString(status), ncclGetLastError(nullptr));
+  }
+
   int rank_;
   int size_;
   int device_;
@@ -177,9 +186,11 @@ class NcclWork final : public Work {
   // early: the caching allocator hands blocks back out in compute-stream order only
   // (tensor/cuda/caching_allocator.hpp). So the compute stream is made to wait for the
   // collective (on the GPU, not the host) before the tensors are released.
+  // A failed collective keeps its tensors too (fail_locked): after an abort the kernel
+  // stops, but maybe not before the host has moved on.
   ~NcclWork() override {
     std::lock_guard lock(mutex_);
-    if (finished_ || tensors_.empty()) return;
+    if (tensors_.empty()) return;  // finished, or never held any
     cuda::DeviceGuard guard(comm_->device());
     cudaStreamWaitEvent(cuda::compute_stream(comm_->device()), done_.get(), 0);
   }
@@ -253,8 +264,8 @@ class NcclWork final : public Work {
     } catch (...) {
       error_ = std::current_exception();
     }
-    // After an abort the GPU stops the collective, so dropping the tensors is safe
-    // once the event has been reached; the destructor's stream wait covers the rest.
+    // After an abort the GPU stops the collective, so the tensors may be dropped once
+    // the event has been reached: they stay in tensors_ for the destructor's stream wait.
     finished_ = true;
   }
 
@@ -399,9 +410,16 @@ class ProcessGroupNccl final : public ProcessGroup {
     if (status != ncclInProgress) check_nccl(status, call, __FILE__, __LINE__);
     // Nonblocking mode: the call may return before the kernel is on the stream; the
     // event below must be recorded after it, so wait (briefly) until it is queued.
-    comm_->settle(call, Clock::now() + timeout_);
-
     cuda::Event done;
+    try {
+      comm_->settle(call, Clock::now() + timeout_);
+    } catch (...) {
+      // Aborted: whatever was queued stops, but the caller may free the tensors now, and
+      // the compute stream must not reuse their memory before it has (as in ~NcclWork).
+      done.record(stream_);
+      cudaStreamWaitEvent(cuda::compute_stream(device_), done.get(), 0);
+      throw;
+    }
     done.record(stream_);
     return std::make_shared<NcclWork>(comm_, std::move(description), std::move(done),
                                       std::move(tensors));

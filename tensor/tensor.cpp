@@ -364,6 +364,20 @@ void detail::check_writable(const Tensor& t, const char* op) {
 
 Tensor& Tensor::copy_(const Tensor& src) {
   detail::check_writable(*this, "copy_");
+  // Between the host and a GPU, whole contiguous tensors of one dtype go in one transfer
+  // straight into this tensor; a page-locked host side (the staging buffers of chapter
+  // 05) then runs at the copy engine's full speed. Anything else (broadcasting, strides,
+  // a dtype conversion) goes through a temporary on this tensor's device.
+  if (src.device() != device() && src.is_cuda() != is_cuda() && src.shape() == shape_ &&
+      src.dtype() == dtype_ && src.is_contiguous() && is_contiguous()) {
+    if (numel() == 0) return *this;
+    if (is_cuda()) {
+      backend_for(device()).copy_from_host(src.raw_data(), *this);  // host -> GPU
+    } else {
+      backend_for(src.device()).copy_to_host(src, raw_data());  // GPU -> host
+    }
+    return *this;
+  }
   Tensor from = src.to(device());
   // Reading and writing the same memory through different strides would read values
   // this copy has already overwritten: copy the source out first.

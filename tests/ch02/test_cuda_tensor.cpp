@@ -152,6 +152,25 @@ TEST_CASE("copy_, fill_ and zero_ on GPU tensors", "[ch02][cuda][tensor]") {
   Tensor ints = zeros({4, 5}, {DType::Int64, kGpu});
   ints.copy_(mul(src, 3.0).to(kGpu));
   CHECK(mismatch(ints, mul(src, 3.0).to(DType::Int64), 0.0) == "");
+  // Across devices into a contiguous view at an offset (one direct transfer), and across
+  // devices with broadcasting, strides or a dtype conversion (through a temporary).
+  Tensor tall_g = zeros({6, 5}, {DType::Float32, kGpu}), tall_c = zeros({6, 5});
+  tall_g.narrow(0, 1, 4).copy_(src);
+  tall_c.narrow(0, 1, 4).copy_(src);
+  CHECK(mismatch(tall_g, tall_c, 0.0) == "");
+  Tensor rows_c = full({6, 5}, -1.0);
+  rows_c.narrow(0, 2, 4).copy_(tall_g.narrow(0, 1, 4));
+  CHECK(mismatch(rows_c.narrow(0, 2, 4), src, 0.0) == "");
+  CHECK(mismatch(rows_c.narrow(0, 0, 2), full({2, 5}, -1.0), 0.0) == "");
+  Tensor wide_g = zeros({4, 5}, {DType::Float32, kGpu});
+  wide_g.copy_(row);  // CPU row broadcast into every GPU row
+  CHECK(mismatch(wide_g, row.expand({4, 5}), 0.0) == "");
+  Tensor strided_c = zeros({5, 4});
+  strided_c.t().copy_(gg);  // GPU -> a transposed CPU view
+  CHECK(mismatch(strided_c.t(), gg.cpu(), 0.0) == "");
+  Tensor ints_c = zeros({4, 5}, {DType::Int64});
+  ints_c.copy_(mul(src, 3.0).to(kGpu));  // float32 GPU -> int64 CPU
+  CHECK(mismatch(ints_c, mul(src, 3.0).to(DType::Int64), 0.0) == "");
   // Copying a tensor onto a transposed view of itself.
   Tensor sq_c = randn({4, 4}, gen), sq_g = sq_c.to(kGpu);
   sq_c.copy_(sq_c.t());
