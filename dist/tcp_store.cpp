@@ -55,6 +55,13 @@ constexpr std::uint32_t kVersion = 1;
 constexpr std::chrono::seconds kReplyGrace{10};
 // How long the server stops accepting after accept() failed (TCPStoreServer::accept_all).
 constexpr std::chrono::milliseconds kAcceptPause{100};
+// Note [Bounded buffers]. The largest request is a COMPARE_SET of two largest values.
+constexpr std::size_t kMaxRequestBytes =
+    1 + (4 + TCPStore::kMaxKeyBytes) + 2 * (8 + TCPStore::kMaxValueBytes);
+static_assert(kMaxRequestBytes >= 1 + 4 + TCPStore::kMaxKeysPerRequest *
+                                              (4 + TCPStore::kMaxKeyBytes) + 8,
+              "a WAIT on the most keys must fit too");
+constexpr std::size_t kMaxPendingReplyBytes = TCPStore::kMaxValueBytes;
 
 // Hello is the handshake (not a request op: its bytes are the handshake's own).
 enum class Op : std::uint8_t {
@@ -179,6 +186,16 @@ std::string default_job_token() {
 // store serves a few requests per rank at start-up, so one thread is never the limit.
 // Each client has an input buffer (requests are parsed when complete) and an output
 // buffer (flushed when the socket takes it): a slow or hostile client stalls no one.
+// Both are bounded (Note [Bounded buffers]).
+//
+// Note [Bounded buffers]
+// A client that sends requests faster than it reads the replies (hostile, or stuck in a
+// loop) must not make rank 0 buffer without end: a thousand pipelined GETs of a 64 MiB
+// value would be 64 GiB of replies. So the server reads from a client only while its
+// input holds less than the largest request (anything shorter may be an unfinished
+// request, which must be let in), and answers only while its output holds less than the
+// largest value. The rest waits in the client's socket, and TCP's flow control holds the
+// client back: per client, at most about two largest requests in and two replies out.
 
 class TCPStoreServer {
  public:
@@ -215,15 +232,21 @@ class TCPStoreServer {
     bool greeted = false;
     bool closing = false;  // a violation: close once `out` has gone
     std::string in;
-    std::string out;
+    std::string out;             // replies; the first `out_sent` bytes have gone
+    std::size_t out_sent = 0;
     std::optional<Waiter> waiter;
+
+    std::size_t unsent() const { return out.size() - out_sent; }
+    // Note [Bounded buffers]
+    bool wants_input() const { return !closing && in.size() < kMaxRequestBytes; }
+    bool may_answer() const { return unsent() < kMaxPendingReplyBytes; }
   };
 
   void serve();
   void accept_all();
   void read_from(Client& client);
   void flush(Client& client);
-  void handle_requests(Client& client);
+  bool handle_requests(Client& client);
   bool handshake(Client& client, Reader& r);
   bool request(Client& client, Reader& r);
   void violation(Client& client, const std::string& message);
@@ -257,8 +280,8 @@ void TCPStoreServer::serve() {
     fds.push_back({accepting ? listener_.fd() : -1, POLLIN, 0});  // poll() skips fd -1
     if (!accepting) next_deadline = accept_paused_until_;
     for (Client& c : clients_) {
-      short events = c.closing ? 0 : POLLIN;
-      if (!c.out.empty()) events |= POLLOUT;
+      short events = c.wants_input() ? POLLIN : 0;
+      if (c.unsent() > 0) events |= POLLOUT;
       fds.push_back({c.socket.fd(), events, 0});
       if (c.waiter) next_deadline = std::min(next_deadline, c.waiter->deadline);
     }
@@ -274,16 +297,25 @@ void TCPStoreServer::serve() {
     for (Client& c : clients_) {
       if (i >= fds.size()) break;  // accepted this round: polled next round
       const short ev = fds[i++].revents;
-      if (ev & (POLLIN | POLLHUP | POLLERR)) read_from(c);
-      if (!c.out.empty()) flush(c);
+      if ((ev & (POLLHUP | POLLERR)) && !c.wants_input()) {
+        c.socket.close();  // gone while not read from: nothing to wait for (no spinning)
+      } else if (ev & (POLLIN | POLLHUP | POLLERR)) {
+        read_from(c);
+      }
+      if (c.unsent() > 0) flush(c);
     }
     answer_waiters(/*expire=*/true);
     for (Client& c : clients_) {
-      handle_requests(c);
-      if (!c.out.empty()) flush(c);
+      // Answer, send what the socket takes, and answer again while that made room: when
+      // the socket takes it all, no POLLOUT would ever come back to wake us for the rest.
+      while (handle_requests(c)) {
+        flush(c);
+        if (!c.may_answer()) break;  // the socket is full: POLLOUT brings us back
+      }
+      if (c.unsent() > 0) flush(c);
     }
     clients_.remove_if([](const Client& c) {
-      return !c.socket.valid() || (c.closing && c.out.empty());
+      return !c.socket.valid() || (c.closing && c.unsent() == 0);
     });
   }
 }
@@ -314,7 +346,7 @@ void TCPStoreServer::accept_all() {
 
 void TCPStoreServer::read_from(Client& client) {
   char buffer[256 * 1024];
-  for (;;) {
+  while (client.wants_input()) {
     const Socket::IoResult r = client.socket.recv_some(buffer, sizeof buffer);
     if (r.status == Socket::IoStatus::Ok && r.bytes > 0) {
       client.in.append(buffer, r.bytes);
@@ -329,15 +361,22 @@ void TCPStoreServer::read_from(Client& client) {
 }
 
 void TCPStoreServer::flush(Client& client) {
-  while (client.socket.valid() && !client.out.empty()) {
-    const Socket::IoResult r = client.socket.send_some(client.out.data(), client.out.size());
+  while (client.socket.valid() && client.unsent() > 0) {
+    const Socket::IoResult r =
+        client.socket.send_some(client.out.data() + client.out_sent, client.unsent());
     if (r.status == Socket::IoStatus::Ok) {
-      client.out.erase(0, r.bytes);
+      client.out_sent += r.bytes;
     } else if (r.status == Socket::IoStatus::WouldBlock) {
-      return;
+      break;
     } else {
       client.socket.close();
     }
+  }
+  // Drop what has gone once it is at least half the buffer: each byte moves at most
+  // once more, instead of erasing the front of a 64 MiB reply after every send.
+  if (client.out_sent > 0 && client.out_sent >= client.unsent()) {
+    client.out.erase(0, client.out_sent);
+    client.out_sent = 0;
   }
 }
 
@@ -350,15 +389,22 @@ void TCPStoreServer::violation(Client& client, const std::string& message) {
 }
 
 // Parses and answers every complete request in the client's input buffer, in order.
-// A client whose GET or WAIT is waiting gets no further requests read until answered.
-void TCPStoreServer::handle_requests(Client& client) {
+// A client whose GET or WAIT is waiting gets no further requests read until answered,
+// nor one that has not taken its replies yet (Note [Bounded buffers]): then it returns
+// true, requests are left and only sending makes room for their answers.
+bool TCPStoreServer::handle_requests(Client& client) {
   while (client.socket.valid() && !client.closing && !client.waiter && !client.in.empty()) {
+    if (!client.may_answer()) return true;
     Reader r{client.in, 0, {}};
     const bool complete = client.greeted ? request(client, r) : handshake(client, r);
-    if (!r.violation.empty()) return violation(client, r.violation);
-    if (!complete) return;  // the rest has not arrived yet
+    if (!r.violation.empty()) {
+      violation(client, r.violation);
+      return false;
+    }
+    if (!complete) return false;  // the rest has not arrived yet
     client.in.erase(0, r.pos);
   }
+  return false;
 }
 
 bool TCPStoreServer::handshake(Client& client, Reader& r) {

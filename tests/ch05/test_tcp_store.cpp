@@ -12,7 +12,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <cstdint>
 #include <memory>
 #include <random>
@@ -295,6 +297,64 @@ TEST_CASE("TCPStore survives random bytes from a stranger", "[ch05][store]") {
   TCPStore after(client_options(server.port()));
   CHECK(after.get("round") == "5");
   CHECK(after.num_keys() == 1);
+}
+
+// Resident memory of this process in bytes; the server runs in it, on its own thread.
+std::size_t resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  std::size_t pages = 0, resident = 0;
+  statm >> pages >> resident;
+  return resident * static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+}
+
+TEST_CASE("TCPStore holds back a client that never reads its replies, then answers them all",
+          "[ch05][store]") {
+  TCPStore server(server_options());
+  TCPStore client(client_options(server.port()));
+  const std::string value(1 << 20, 'v');
+  client.set("big", value);
+  ddp::Socket raw = raw_connect(server.port());
+  const std::string greeting = hello("");
+  raw.send_all(greeting.data(), greeting.size(), ddp::Socket::Clock::now() + 5s);
+  std::string accepted(5, 'x');
+  raw.recv_all(accepted.data(), accepted.size(), ddp::Socket::Clock::now() + 5s);
+  REQUIRE(accepted == std::string(5, '\0'));
+
+  // 400 GETs of the 1 MiB value in one go: 400 MiB of replies if the server made them
+  // all at once. It may buffer about one largest value (64 MiB) and leave the rest of
+  // the requests unread until the client takes its replies.
+  constexpr int kGets = 400;
+  std::string gets;
+  for (int i = 0; i < kGets; ++i) {
+    gets.push_back(2);  // GET
+    put_le(gets, 3, 4);
+    gets += "big";
+    put_le(gets, 0, 8);  // timeout_ms
+  }
+  const std::size_t before = resident_bytes();
+  raw.send_all(gets.data(), gets.size(), ddp::Socket::Clock::now() + 5s);
+  std::size_t grown = 0;
+  const auto until = std::chrono::steady_clock::now() + 2s;
+  while (std::chrono::steady_clock::now() < until && grown < (200u << 20)) {
+    std::this_thread::sleep_for(20ms);
+    grown = std::max(grown, resident_bytes() - std::min(before, resident_bytes()));
+  }
+  INFO("the process grew by " << (grown >> 20) << " MiB");
+  CHECK(grown < (200u << 20));
+
+  client.set("meanwhile", "served");  // others are still served
+  CHECK(client.get("meanwhile") == "served");
+
+  // Every reply arrives, in order, as the client reads: OK, u64 length, the value.
+  std::string reply(9 + value.size(), '\0');
+  int whole = 0;
+  for (int i = 0; i < kGets; ++i) {
+    INFO("reply " << i);
+    raw.recv_all(reply.data(), reply.size(), ddp::Socket::Clock::now() + 10s);
+    whole += reply[0] == 0 && reply.compare(1, 8, std::string("\0\0\x10\0\0\0\0\0", 8)) == 0 &&
+             reply.compare(9, value.size(), value) == 0;
+  }
+  CHECK(whole == kGets);
 }
 
 TEST_CASE("TCPStore keeps serving when rank 0 runs out of file descriptors", "[ch05][store]") {
