@@ -39,7 +39,8 @@ class SequentialSampler final : public Sampler {
 class RandomSampler final : public Sampler {
  public:
   RandomSampler(std::int64_t n, std::uint64_t seed);
-  // A permutation of 0..n-1: randperm(n) with Generator(seed + epoch).
+  // A permutation of 0..n-1: randperm(n) with Generator(seed + epoch). Unlike PyTorch's
+  // RandomSampler (a fresh seed every pass), the order changes only with set_epoch().
   std::vector<std::int64_t> indices() const override;
   void set_epoch(std::int64_t epoch) override;
   std::int64_t size() const override { return n_; }

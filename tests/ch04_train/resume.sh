@@ -52,6 +52,19 @@ grep -q "^nothing left to train: the checkpoint has finished 2 of 2 epochs" done
   { cat done.log; fail "resuming a finished run reports another final: line"; }
 [ "$(wc -l <full.csv)" -eq 3 ] || fail "resuming a finished run changed its metrics file"
 cmp full.ckpt done.ckpt || fail "resuming a finished run with --save did not save the same state"
+# A metrics file left empty (a run killed before its first row was flushed) gets its
+# header when a resumed run writes to it; a metrics file that cannot be written is an error.
+: >empty.csv
+train empty.log "${flags[@]}" --resume cut5.ckpt --metrics empty.csv
+[ "$(head -n1 empty.csv)" = "$(head -n1 full.csv)" ] ||
+  fail "a resumed run wrote an empty metrics file without its header: $(head -n2 empty.csv)"
+if [ -w /dev/full ]; then
+  out=$("$bin" --data "$data" --device cpu --threads 1 --seed 3 --batch-size 32 --epochs 1 \
+        --metrics /dev/full 2>&1) && { echo "$out"; fail "--metrics /dev/full exited 0"; }
+  grep -q "cannot write --metrics file /dev/full" <<<"$out" ||
+    { echo "$out"; fail "--metrics /dev/full: no message naming the file"; }
+fi
+
 # A checkpoint resumed with other settings is refused, naming each flag that differs with
 # both values, before anything is trained or written.
 refuse() {  # refuse <expected message part> <flags...>

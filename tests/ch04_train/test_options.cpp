@@ -122,4 +122,17 @@ TEST_CASE("ddp-train rejects unknown flags, stray words and a missing value",
   CHECK_THAT(error_of({"--lr", "0.1", "--save"}), Catch::Contains("--save needs a value"));
   CHECK(error_of({"--epochs", "2"}).empty());
   CHECK_THROWS_AS(parse({"--nope", "1"}), ddp::Error);
+  // The name is checked before a value is looked for.
+  CHECK_THAT(error_of({"--bogus"}), Catch::Contains("unknown flag '--bogus'"));
+  CHECK_THAT(error_of({"--nope=1"}), Catch::Contains("unknown flag '--nope'"));
+}
+
+TEST_CASE("ddp-train takes --flag=value as argparse does", "[ch04][train]") {
+  const auto o = parse({"--epochs=3", "--lr=0.05", "--device=cpu", "--save=a=b.ckpt"});
+  CHECK(o.epochs == 3);
+  CHECK(o.lr == 0.05);
+  CHECK(o.device == "cpu");
+  CHECK(o.save == "a=b.ckpt");  // only the first '=' splits
+  CHECK_THAT(error_of({"--epochs=x"}), Catch::Contains("--epochs expects a number >= 1, got 'x'"));
+  CHECK_THAT(error_of({"--epochs="}), Catch::Contains("--epochs expects a number >= 1, got ''"));
 }

@@ -59,53 +59,93 @@ Trains the ResNet-style network of chapter 04 on MNIST and reports test accuracy
 )";
 }
 
+namespace {
+
+// Each flag and what its value sets. A table, so that a name is known to be a flag (or
+// not) before its value is looked for: `--bogus` at the end is an unknown flag, not one
+// that "needs a value".
+using Setter = void (*)(TrainOptions&, std::string_view flag, std::string_view value);
+struct Flag {
+  std::string_view name;
+  Setter set;
+};
+
+constexpr Flag kFlags[] = {
+    {"--data", [](TrainOptions& o, std::string_view, std::string_view v) { o.data = v; }},
+    {"--epochs",
+     [](TrainOptions& o, std::string_view f, std::string_view v) {
+       o.epochs = parse_number<std::int64_t>(f, v, 1);
+     }},
+    {"--max-steps",
+     [](TrainOptions& o, std::string_view f, std::string_view v) {
+       o.max_steps = parse_number<std::int64_t>(f, v, 0);
+     }},
+    {"--batch-size",
+     [](TrainOptions& o, std::string_view f, std::string_view v) {
+       o.batch_size = parse_number<std::int64_t>(f, v, 1);
+     }},
+    {"--lr", [](TrainOptions& o, std::string_view f, std::string_view v) {
+       o.lr = parse_double(f, v, 0.0);
+     }},
+    {"--momentum",
+     [](TrainOptions& o, std::string_view f, std::string_view v) {
+       o.momentum = parse_double(f, v, 0.0);
+     }},
+    {"--weight-decay",
+     [](TrainOptions& o, std::string_view f, std::string_view v) {
+       o.weight_decay = parse_double(f, v, 0.0);
+     }},
+    {"--seed",
+     [](TrainOptions& o, std::string_view f, std::string_view v) {
+       o.seed = parse_number<std::uint64_t>(f, v, 0);
+     }},
+    {"--device",
+     [](TrainOptions& o, std::string_view f, std::string_view v) {
+       // Parsed here, so that a typo is a flag error (exit 2), not a failure at start-up.
+       // Whether cuda:N exists is known only later (resolve_device).
+       try {
+         if (v != "auto") static_cast<void>(Device::parse(v));
+       } catch (const Error&) {
+         DDP_FAIL(f, " expects cpu, cuda, cuda:N or auto, got '", v, "'");
+       }
+       o.device = v;
+     }},
+    {"--threads",
+     [](TrainOptions& o, std::string_view f, std::string_view v) {
+       o.threads = parse_number<int>(f, v, 1);
+     }},
+    {"--metrics", [](TrainOptions& o, std::string_view, std::string_view v) { o.metrics = v; }},
+    {"--save", [](TrainOptions& o, std::string_view, std::string_view v) { o.save = v; }},
+    {"--resume", [](TrainOptions& o, std::string_view, std::string_view v) { o.resume = v; }},
+};
+
+}  // namespace
+
+// `--flag value` or `--flag=value`, as argparse (and so every PyTorch script) takes them.
 TrainOptions parse_options(int argc, const char* const* argv) {
   TrainOptions o;
   for (int i = 1; i < argc; ++i) {
-    const std::string_view flag = argv[i];
-    if (flag == "--help" || flag == "-h") {
+    const std::string_view arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
       o.help = true;
       continue;
     }
-    DDP_CHECK(flag.starts_with("--"), "unexpected argument '", flag, "' (see --help)");
-    DDP_CHECK(i + 1 < argc, flag, " needs a value (see --help)");
-    const std::string_view value = argv[++i];
-    if (flag == "--data") {
-      o.data = value;
-    } else if (flag == "--epochs") {
-      o.epochs = parse_number<std::int64_t>(flag, value, 1);
-    } else if (flag == "--max-steps") {
-      o.max_steps = parse_number<std::int64_t>(flag, value, 0);
-    } else if (flag == "--batch-size") {
-      o.batch_size = parse_number<std::int64_t>(flag, value, 1);
-    } else if (flag == "--lr") {
-      o.lr = parse_double(flag, value, 0.0);
-    } else if (flag == "--momentum") {
-      o.momentum = parse_double(flag, value, 0.0);
-    } else if (flag == "--weight-decay") {
-      o.weight_decay = parse_double(flag, value, 0.0);
-    } else if (flag == "--seed") {
-      o.seed = parse_number<std::uint64_t>(flag, value, 0);
-    } else if (flag == "--device") {
-      // Parsed here, so that a typo is a flag error (exit 2), not a failure at start-up.
-      // Whether cuda:N exists is known only later (resolve_device).
-      try {
-        if (value != "auto") static_cast<void>(Device::parse(value));
-      } catch (const Error&) {
-        DDP_FAIL(flag, " expects cpu, cuda, cuda:N or auto, got '", value, "'");
-      }
-      o.device = value;
-    } else if (flag == "--threads") {
-      o.threads = parse_number<int>(flag, value, 1);
-    } else if (flag == "--metrics") {
-      o.metrics = value;
-    } else if (flag == "--save") {
-      o.save = value;
-    } else if (flag == "--resume") {
-      o.resume = value;
-    } else {
-      DDP_FAIL("unknown flag '", flag, "' (see --help)");
+    DDP_CHECK(arg.starts_with("--"), "unexpected argument '", arg, "' (see --help)");
+    const std::size_t equals = arg.find('=');
+    const std::string_view name = arg.substr(0, equals);
+    const Flag* flag = nullptr;
+    for (const Flag& f : kFlags) {
+      if (f.name == name) flag = &f;
     }
+    DDP_CHECK(flag != nullptr, "unknown flag '", name, "' (see --help)");
+    std::string_view value;
+    if (equals != std::string_view::npos) {
+      value = arg.substr(equals + 1);
+    } else {
+      DDP_CHECK(i + 1 < argc, name, " needs a value (see --help)");
+      value = argv[++i];
+    }
+    flag->set(o, name, value);
   }
   return o;
 }

@@ -10,19 +10,27 @@ namespace ddp::train {
 
 bool stdout_is_terminal() { return isatty(STDOUT_FILENO) == 1; }
 
-Progress::Progress(std::int64_t epoch, std::int64_t epochs, std::int64_t steps, bool terminal)
+Progress::Progress(std::int64_t epoch, std::int64_t epochs, std::int64_t steps, bool terminal,
+                   std::int64_t first_step, std::int64_t first_images)
     : epoch_(epoch),
       epochs_(epochs),
       steps_(steps),
       terminal_(terminal),
-      next_plain_report_(std::max<std::int64_t>(1, steps / 5)) {}
+      first_step_(first_step),
+      first_images_(first_images),
+      report_every_(std::max<std::int64_t>(1, steps / 5)),
+      // the first multiple of report_every_ after the steps already done
+      next_plain_report_((first_step / report_every_ + 1) * report_every_) {}
 
 void Progress::update(std::int64_t step, std::int64_t images, double running_loss) {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  const double rate = seconds > 0 ? static_cast<double>(images) / seconds : 0.0;
-  const double eta =
-      step > 0 ? seconds / static_cast<double>(step) * static_cast<double>(steps_ - step) : 0.0;
+  const double rate =
+      seconds > 0 ? static_cast<double>(images - first_images_) / seconds : 0.0;
+  const std::int64_t done_here = step - first_step_;
+  const double eta = done_here > 0 ? seconds / static_cast<double>(done_here) *
+                                         static_cast<double>(steps_ - step)
+                                   : 0.0;
   if (terminal_) {
     constexpr int kWidth = 30;
     const int filled = steps_ > 0 ? static_cast<int>(kWidth * step / steps_) : kWidth;
@@ -36,7 +44,7 @@ void Progress::update(std::int64_t step, std::int64_t images, double running_los
                 static_cast<long long>(epoch_), static_cast<long long>(epochs_),
                 static_cast<long long>(step), static_cast<long long>(steps_), running_loss, rate);
     std::fflush(stdout);
-    next_plain_report_ += std::max<std::int64_t>(1, steps_ / 5);
+    next_plain_report_ += report_every_;
   }
 }
 

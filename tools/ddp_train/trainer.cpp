@@ -131,12 +131,17 @@ Trainer::Trainer(TrainOptions options)
                                          /*drop_last=*/false, device_);
   if (!options_.resume.empty()) load_checkpoint(options_.resume);
   if (!options_.metrics.empty()) {
-    const bool fresh = !std::filesystem::exists(options_.metrics) || options_.resume.empty();
+    // A resumed run appends; an empty file (a run killed before its first row) starts over.
+    std::error_code ec;
+    const bool fresh = options_.resume.empty() || !std::filesystem::exists(options_.metrics) ||
+                       std::filesystem::file_size(options_.metrics, ec) == 0;
     if (!fresh) keep_finished_rows(options_.metrics, epoch_);
     metrics_.open(options_.metrics, fresh ? std::ios::trunc : std::ios::app);
     DDP_CHECK(metrics_.good(), "cannot open --metrics file ", options_.metrics);
     if (fresh) {
       metrics_ << "epoch,train_loss,test_loss,test_accuracy,images_per_second,train_seconds\n";
+      metrics_.flush();  // on disk now: a run killed in epoch 1 leaves a file with a header
+      DDP_CHECK(metrics_.good(), "cannot write --metrics file ", options_.metrics);
     }
   }
 }
@@ -145,7 +150,8 @@ bool Trainer::train_epoch(EpochResult& result) {
   model_->train();
   sampler_.set_epoch(epoch_);
   const std::int64_t steps = loader_->num_batches();
-  Progress progress(epoch_ + 1, options_.epochs, steps, stdout_is_terminal());
+  Progress progress(epoch_ + 1, options_.epochs, steps, stdout_is_terminal(), step_in_epoch_,
+                    images_seen_);
   const auto start = std::chrono::steady_clock::now();
   std::int64_t step = 0, images_this_run = 0;
   bool stopped_early = false;
@@ -257,6 +263,8 @@ void Trainer::write_metrics(const EpochResult& r) {
   metrics_ << r.epoch << ',' << r.train_loss << ',' << r.test_loss << ',' << r.test_accuracy
            << ',' << r.images_per_second << ',' << r.train_seconds << '\n';
   metrics_.flush();
+  DDP_CHECK(metrics_.good(), "writing epoch ", r.epoch, "'s row to --metrics file ",
+            options_.metrics, " failed (disk full?)");
 }
 
 // ---- Checkpoints --------------------------------------------------------------------
