@@ -17,6 +17,6 @@ ranks=${DDP_RANKS:-4}
 # --oversubscribe: allow more ranks than cores (a laptop, a CI box); without a hostfile
 # every rank is local. -x passes variables to ranks on other hosts.
 mpirun -np "$ranks" --oversubscribe ${DDP_HOSTFILE:+--hostfile "$DDP_HOSTFILE"} \
-  -x MASTER_ADDR -x MASTER_PORT "$doctor"
+  -x MASTER_ADDR -x MASTER_PORT -x DDP_JOB_TOKEN "$doctor"
 mpirun -np "$ranks" --oversubscribe ${DDP_HOSTFILE:+--hostfile "$DDP_HOSTFILE"} \
-  -x MASTER_ADDR -x MASTER_PORT "$hello"
+  -x MASTER_ADDR -x MASTER_PORT -x DDP_JOB_TOKEN "$hello"

@@ -38,8 +38,8 @@ case ${DDP_LAUNCH:-srun} in
   mpirun)
     # mpirun reads the allocation itself (hosts and slots) and starts its daemons on
     # the other nodes through srun. -x passes variables to remote ranks.
-    mpirun -x MASTER_ADDR -x MASTER_PORT "$doctor"
-    mpirun -x MASTER_ADDR -x MASTER_PORT "$hello"
+    mpirun -x MASTER_ADDR -x MASTER_PORT -x DDP_JOB_TOKEN "$doctor"
+    mpirun -x MASTER_ADDR -x MASTER_PORT -x DDP_JOB_TOKEN "$hello"
     ;;
   *) echo "launch: DDP_LAUNCH=${DDP_LAUNCH} is not one of srun, ddprun, mpirun" >&2; exit 2 ;;
 esac

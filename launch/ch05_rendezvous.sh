@@ -6,7 +6,7 @@
 #   sbatch launch/ch05_rendezvous.sh                    # srun: one task per rank, tcp backend
 #   DDP_LAUNCH=ddprun sbatch launch/ch05_rendezvous.sh  # srun: one ddprun per node
 #   DDP_LAUNCH=mpirun sbatch launch/ch05_rendezvous.sh  # mpirun in the allocation, mpi backend
-#   DDP_BACKEND=tcp DDP_LAUNCH=mpirun sbatch ...        # any launcher with any backend
+#   DDP_BACKEND=tcp DDP_LAUNCH=mpirun sbatch ...        # tcp with any launcher; mpi under mpirun
 #
 # A good run ends with "ok: 4 ranks met, reduced and left together". Output:
 # ch05_rendezvous-<job id>.out. Launch methods: launch/README.md; settings: common.sh.
@@ -36,8 +36,8 @@ case ${DDP_LAUNCH:-srun} in
     ;;
   mpirun)
     # mpirun reads the allocation and starts one rank per slot; -x passes variables on.
-    mpirun -x MASTER_ADDR -x MASTER_PORT "$doctor"
-    mpirun -x MASTER_ADDR -x MASTER_PORT "$program" --backend "${DDP_BACKEND:-mpi}"
+    mpirun -x MASTER_ADDR -x MASTER_PORT -x DDP_JOB_TOKEN "$doctor"
+    mpirun -x MASTER_ADDR -x MASTER_PORT -x DDP_JOB_TOKEN "$program" --backend "${DDP_BACKEND:-mpi}"
     ;;
   *) echo "launch: DDP_LAUNCH=${DDP_LAUNCH} is not one of srun, ddprun, mpirun" >&2; exit 2 ;;
 esac

@@ -36,6 +36,15 @@ if [[ ! -d $DDP_BIN ]]; then
 fi
 export DDP_ROOT DDP_BUILD DDP_BIN
 
+# ---- CPUs per task under srun --------------------------------------------------------
+# Since Slurm 22.05, "the number of cpus per task specified for salloc or sbatch is not
+# automatically inherited by srun" (man srun, --cpus-per-task): a step's task would get
+# one CPU whatever #SBATCH --cpus-per-task said, and where Slurm binds tasks to cores
+# its OpenMP threads would share that one. SRUN_CPUS_PER_TASK is srun's own way to ask.
+if [[ -n ${SLURM_CPUS_PER_TASK:-} ]]; then
+  export SRUN_CPUS_PER_TASK=${SRUN_CPUS_PER_TASK:-$SLURM_CPUS_PER_TASK}
+fi
+
 # ddp_program NAME: the path of program NAME in the build, or exit with a hint.
 ddp_program() {
   if [[ ! -x $DDP_BIN/$1 ]]; then
@@ -52,11 +61,13 @@ ddp_program() {
 # ddprun starts its own set of ranks: duplicates (ddp-doctor says so). --ntasks too: the
 # job's own task count is inherited, and srun would ignore --ntasks-per-node=1 in its
 # favour. The node rank differs per node, so it is read on the node: bash -c runs there.
+# The one task per node holds the CPUs of all that node's ranks.
 ddp_ddprun_per_node() {
   local ddprun per_node
   ddprun=$(ddp_program ddprun) || exit 2
   per_node=${SLURM_TASKS_PER_NODE%%[(,]*}   # "2(x2)": 2 tasks on each of 2 nodes -> 2
-  srun --ntasks="$SLURM_NNODES" --ntasks-per-node=1 bash -c 'exec "$0" --nnodes "$SLURM_NNODES" \
+  srun --ntasks="$SLURM_NNODES" --ntasks-per-node=1 \
+    --cpus-per-task=$((per_node * ${SLURM_CPUS_PER_TASK:-1})) bash -c 'exec "$0" --nnodes "$SLURM_NNODES" \
     --node-rank "$SLURM_NODEID" --master-addr "$MASTER_ADDR" --master-port "$MASTER_PORT" \
     "$@"' "$ddprun" --nproc-per-node "$per_node" "$@"
 }
@@ -86,6 +97,12 @@ export MASTER_ADDR=${MASTER_ADDR:-${DDP_HOSTS%% *}}
 # do not collide. Every rank must see the same number: it is fixed here, in the batch
 # script, and reaches the ranks through the environment.
 export MASTER_PORT=${MASTER_PORT:-$((20000 + ${DDP_JOB_ID:-0} % 10000))}
+# The rendezvous store admits only ranks that present the job's token (the first set of
+# DDP_JOB_TOKEN, SLURM_JOB_ID, PBS_JOBID: dist/tcp_store.cpp, default_job_token). Ranks
+# that mpirun starts on other nodes over ssh (PBS with Debian's Open MPI, built without
+# PBS's tm interface) see only what -x passes on, not PBS_JOBID: so the token is fixed
+# here and passed on like MASTER_ADDR.
+export DDP_JOB_TOKEN=${DDP_JOB_TOKEN:-${SLURM_JOB_ID:-${PBS_JOBID:-}}}
 export DDP_HOSTS
 
 echo "launch: job ${DDP_JOB_ID:-?} on ${DDP_HOSTS}; master ${MASTER_ADDR}:${MASTER_PORT};" \

@@ -118,6 +118,24 @@ const std::string kPrintEnv =
 
 }  // namespace
 
+// Whether `sleep` with this pid ends within 5 s: gone, or a zombie nobody has reaped
+// yet (state Z in /proc/<pid>/stat). One that does not is killed, so it cannot linger.
+bool sleep_ends_soon(pid_t pid) {
+  auto alive = [pid] {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    if (!std::getline(stat, line)) return false;
+    const std::size_t paren = line.rfind(')');  // "pid (comm) state ...": still our sleep?
+    return line.find("(sleep)") != std::string::npos && paren + 2 < line.size() &&
+           line[paren + 2] != 'Z';
+  };
+  const auto deadline = Clock::now() + std::chrono::seconds(5);
+  while (alive() && Clock::now() < deadline) usleep(10000);
+  if (!alive()) return true;
+  kill(pid, SIGKILL);
+  return false;
+}
+
 TEST_CASE("ddprun gives each rank its environment on one node", "[ch05][ddprun]") {
   const Result r = run_ddprun({"--nproc-per-node", "3", "sh", "-c", kPrintEnv});
   INFO(r.out << r.err);
@@ -189,6 +207,15 @@ TEST_CASE("ddprun does not wait for a background process that keeps the rank's o
   CHECK(r.seconds < 10);  // a hang bound, not a speed check: it used to take the 20 s
 }
 
+TEST_CASE("ddprun keeps a last unfinished line when a background process holds the pipe",
+          "[ch05][ddprun]") {
+  const Result r = run_ddprun(
+      {"--nproc-per-node", "1", "sh", "-c", "echo full; printf 'no newline'; sleep 3 & exit 0"});
+  INFO(r.out << r.err);
+  CHECK(r.code == 0);
+  CHECK(contains(r.out, "[rank 0] full\n[rank 0] no newline\n"));
+}
+
 TEST_CASE("ddprun exits with the first failing rank's code and stops the others",
           "[ch05][ddprun]") {
   // Ranks 0 and 2 would sleep for 60 s; rank 1 exits with 3 at once. The sleepers say
@@ -239,21 +266,23 @@ TEST_CASE("ranks do not outlive a ddprun that is killed outright", "[ch05][ddpru
     const std::size_t at = r.out.find(rank);
     REQUIRE(at != std::string::npos);
     const pid_t pid = std::stoi(r.out.substr(at + rank.size()));
-    // Gone, or a zombie nobody has reaped yet (state Z in /proc/<pid>/stat).
-    auto alive = [pid] {
-      std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-      std::string line;
-      if (!std::getline(stat, line)) return false;
-      const std::size_t paren = line.rfind(')');  // "pid (comm) state ...": still our sleep?
-      return line.find("(sleep)") != std::string::npos && paren + 2 < line.size() &&
-             line[paren + 2] != 'Z';
-    };
-    const auto deadline = Clock::now() + std::chrono::seconds(5);
-    while (alive() && Clock::now() < deadline) usleep(10000);
     INFO(rank << "pid " << pid);
-    CHECK_FALSE(alive());
-    if (alive()) kill(pid, SIGKILL);
+    CHECK(sleep_ends_soon(pid));
   }
+}
+
+TEST_CASE("what a failed rank started does not outlive the job", "[ch05][ddprun]") {
+  // Rank 0 starts a background sleep, names it, and fails; its process group (signalled
+  // even though rank 0 itself is already reaped) takes the sleep with it.
+  const Result r = run_ddprun(
+      {"--nproc-per-node", "2", "sh", "-c",
+       "if [ \"$RANK\" = 0 ]; then sleep 30 & echo child $!; sleep 0.3; exit 3; fi; "
+       "exec sleep 30"});
+  INFO(r.out << r.err);
+  CHECK(r.code == 3);
+  const std::size_t at = r.out.find("[rank 0] child ");
+  REQUIRE(at != std::string::npos);
+  CHECK(sleep_ends_soon(std::stoi(r.out.substr(at + 15))));
 }
 
 TEST_CASE("a rank inherits no file descriptor of ddprun's but 0, 1 and 2", "[ch05][ddprun]") {
@@ -286,7 +315,12 @@ TEST_CASE("ddprun rejects bad flags with exit code 2", "[ch05][ddprun]") {
       {{"--bogus", "1", "true"}, "unknown flag '--bogus'"},
       {{"--nproc-per-node", "2"}, "no PROGRAM"},
       {{"true"}, "--nproc-per-node N is required"},
-      {{"--nproc-per-node", "1", "--nnodes", "2", "true"}, "needs --master-port"},
+      {{"--nproc-per-node", "1", "--nnodes", "2", "true"},
+       "needs --master-addr and --master-port"},
+      {{"--nproc-per-node", "1", "--nnodes", "2", "--master-port", "29500", "true"},
+       "needs --master-addr and --master-port"},  // not loopback for every node
+      {{"--nproc-per-node", "1", "--nnodes", "2", "--master-addr", "n1", "true"},
+       "needs --master-addr and --master-port"},
       {{"--nproc-per-node", "1", "--nnodes", "2", "--node-rank", "2", "--master-port", "1",
         "true"},
        "--node-rank 2 is not below --nnodes 2"},

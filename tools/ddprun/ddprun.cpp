@@ -25,6 +25,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "tensor/error.hpp"
@@ -291,9 +292,12 @@ int exit_code_of(int status) {
   return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
 }
 
+// Every rank's whole process group, of reaped ranks too: what a rank started (a data
+// worker, a shell's background job) outlives it there. A group's id is not given to a
+// new process while the group has members; once it has none, kill() finds nothing.
 void signal_all(std::vector<Rank>& ranks, int sig) {
   for (const Rank& r : ranks) {
-    if (r.running) kill(-r.pid, sig);  // the rank's whole process group
+    if (r.pid > 0) kill(-r.pid, sig);  // (kill(-(-1)) would be kill(1): init)
   }
 }
 
@@ -400,11 +404,19 @@ int supervise(std::vector<Rank>& ranks, int signal_fd, const Options& o) {
   }
 
   if (!failures.empty() && !first_failure) blame();  // all exited inside the window
+  // A stopped job leaves nothing behind: whatever the ranks started goes too.
+  if (first_failure || got_signal != 0 || timed_out) signal_all(ranks, SIGKILL);
   for (Rank& r : ranks) {  // pipes some grandchild still holds open
-    if (r.out_fd >= 0) forward_output(r.out_fd, r.out_partial, r.rank, STDOUT_FILENO);
-    if (r.err_fd >= 0) forward_output(r.err_fd, r.err_partial, r.rank, STDERR_FILENO);
-    if (r.out_fd >= 0) close(r.out_fd);
-    if (r.err_fd >= 0) close(r.err_fd);
+    for (auto [fd, partial, to] : {std::tuple{&r.out_fd, &r.out_partial, STDOUT_FILENO},
+                                   std::tuple{&r.err_fd, &r.err_partial, STDERR_FILENO}}) {
+      if (*fd < 0) continue;
+      forward_output(*fd, *partial, r.rank, to);
+      if (*fd < 0) continue;  // reached the end and closed
+      // A last line without its newline (often the error message) is not lost.
+      if (!partial->empty()) write_all(to, "[rank " + std::to_string(r.rank) + "] " + *partial + "\n");
+      close(*fd);
+      *fd = -1;
+    }
   }
   if (got_signal != 0) return 128 + got_signal;
   if (timed_out) return 124;

@@ -34,7 +34,7 @@ bad flags.
 
 Options parse_options(int argc, const char* const* argv) {
   Options o;
-  bool port_given = false;
+  bool port_given = false, addr_given = false;
   int i = 1;
   for (; i < argc; ++i) {
     std::string_view flag = argv[i];
@@ -65,6 +65,7 @@ Options parse_options(int argc, const char* const* argv) {
     } else if (flag == "--master-addr") {
       DDP_CHECK(!value.empty(), "--master-addr expects a host name or address, got ''");
       o.master_addr = value;
+      addr_given = true;
     } else if (flag == "--master-port") {
       o.master_port = parse_int_flag(flag, value, 1, 65535);
       port_given = true;
@@ -80,9 +81,11 @@ Options parse_options(int argc, const char* const* argv) {
   DDP_CHECK(!o.program.empty(), "no PROGRAM to run (see --help)");
   DDP_CHECK(o.node_rank < o.nnodes, "--node-rank ", o.node_rank, " is not below --nnodes ",
             o.nnodes);
-  // A port picked here would be known to this node only.
-  DDP_CHECK(o.nnodes == 1 || port_given, "--nnodes ", o.nnodes,
-            " needs --master-port (and --master-addr): every node must name the same one");
+  // A port picked here would be known to this node only, and the default address
+  // (loopback) would send every other node's ranks to themselves.
+  DDP_CHECK(o.nnodes == 1 || (port_given && addr_given), "--nnodes ", o.nnodes,
+            " needs --master-addr and --master-port: every node must name the same ones",
+            " (node 0's address)");
   return o;
 }
 
