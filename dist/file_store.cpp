@@ -252,10 +252,11 @@ void FileStore::check_sizes(const std::string& key, const std::string& value) co
 }
 
 // ---- Writing ---------------------------------------------------------------------------------
-void FileStore::set(const std::string& key, const std::string& value) {
+void FileStore::set(const std::string& key, const std::string& value,
+                    std::chrono::milliseconds timeout) {
   check_sizes(key, value);
   std::lock_guard<std::mutex> guard(mutex_);
-  Lock lock(*this, LOCK_EX, Clock::now() + timeout(), "set");
+  Lock lock(*this, LOCK_EX, Clock::now() + timeout, "set");
   catch_up();
   append(kSet, key, value);
 }

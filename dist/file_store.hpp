@@ -31,7 +31,9 @@ class FileStore final : public Store {
   FileStore(std::string path, std::chrono::milliseconds timeout = kDefaultTimeout);
   ~FileStore() override;
 
-  void set(const std::string& key, const std::string& value) override;
+  using Store::set;
+  void set(const std::string& key, const std::string& value,
+           std::chrono::milliseconds timeout) override;
   using Store::get;
   std::string get(const std::string& key, std::chrono::milliseconds timeout) override;
   std::int64_t add(const std::string& key, std::int64_t delta) override;

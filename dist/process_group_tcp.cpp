@@ -5,6 +5,7 @@
 #include <poll.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <exception>
 #include <type_traits>
@@ -175,6 +176,7 @@ void ProcessGroupTcp::communication_loop() {
     }
     current_ = task.description;
     current_deadline_ = Clock::now() + timeout_;
+    ++sequence_;
     try {
       DDP_CHECK(broken_.empty(), who(), ": ", current_, " refused: this process group failed "
                 "earlier and cannot be used again:\n", broken_);
@@ -200,7 +202,7 @@ void ProcessGroupTcp::communication_loop() {
 void ProcessGroupTcp::on_failure(const std::string& message) {
   broken_ = message;
   try {
-    store_->set(prefix_ + "/failure/" + std::to_string(rank()), message);
+    store_->set(prefix_ + "/failure/" + std::to_string(rank()), message, kReportTimeout);
   } catch (...) {  // the store may have died with the rank that failed us: nothing to add
   }
   left_.shutdown();
@@ -477,6 +479,55 @@ std::shared_ptr<Work> ProcessGroupTcp::barrier() {
 // socket, or as EPIPE/ECONNRESET or EOF on the right one; the right socket is watched
 // only while we still owe it bytes: a neighbour that has finished may close it.
 
+// Note [Collective check]
+// -----------------------
+// Every rank must call the same collectives, in the same order, with the same sizes. The
+// ring cannot tell by itself: it moves bytes. If one rank all-reduced 6 floats while its
+// neighbour all-reduced 4, they would combine the wrong bytes, one of them could finish
+// "successfully" with garbage, and the bytes left over would corrupt the next collective.
+// So each out-stream begins with a header of kHeaderBytes: a magic number, the
+// collective's number in this group, and its description ("all_reduce of 6 float32
+// (sum)": call, count, dtype, and op or root). A rank takes none of its left neighbour's
+// data before that neighbour's header has matched its own. It costs 128 bytes a link
+// per collective and no extra wait: the header travels in front of the data.
+
+namespace {
+
+constexpr std::size_t kHeaderBytes = 128;
+constexpr std::uint32_t kHeaderMagic = 0x52504444;  // "DDPR" on the wire
+// Layout: u32 magic, u32 description length, u64 sequence, description (zero-padded).
+constexpr std::size_t kHeaderText = kHeaderBytes - 16;
+using Header = std::array<std::byte, kHeaderBytes>;
+
+Header make_header(std::uint64_t sequence, const std::string& description) {
+  Header h{};
+  const std::uint32_t length =
+      static_cast<std::uint32_t>(std::min(description.size(), kHeaderText));
+  std::memcpy(h.data(), &kHeaderMagic, 4);
+  std::memcpy(h.data() + 4, &length, 4);
+  std::memcpy(h.data() + 8, &sequence, 8);
+  std::memcpy(h.data() + 16, description.data(), length);
+  return h;
+}
+
+}  // namespace
+
+void ProcessGroupTcp::check_header(const std::byte* theirs, const std::byte* ours) const {
+  if (std::memcmp(theirs, ours, kHeaderBytes) == 0) return;
+  std::uint32_t magic = 0, length = 0;
+  std::uint64_t sequence = 0;
+  std::memcpy(&magic, theirs, 4);
+  std::memcpy(&length, theirs + 4, 4);
+  std::memcpy(&sequence, theirs + 8, 8);
+  DDP_CHECK(magic == kHeaderMagic && length <= kHeaderText, who(), ": ", current_, ": ",
+            neighbour_name(true), " sent bytes that are not the start of a collective");
+  const std::string description(reinterpret_cast<const char*>(theirs) + 16, length);
+  DDP_FAIL(who(), ": ", neighbour_name(true), " is in another collective: its collective #",
+           sequence, " is ", description, ", this rank's #", sequence_, " is ", current_,
+           "\nhint: every rank must call the same collectives in the same order, with the "
+           "same sizes, dtypes, ops and roots");
+}
+
 template <typename T>
 void ProcessGroupTcp::run_ring(const RingPlan<T>& plan) {
   using Piece = typename RingPlan<T>::Piece;
@@ -497,32 +548,69 @@ void ProcessGroupTcp::run_ring(const RingPlan<T>& plan) {
   std::size_t recv_index = 0;     // ... in piece plan.steps[recv_index]
   std::size_t recv_offset = 0;    // ... at this byte
   std::size_t pending = 0;        // bytes in scratch_ not yet combined (< one element)
+  // Note [Collective check]: our header goes out first, the left's comes in first.
+  const Header ours = make_header(sequence_, current_);
+  Header theirs{};
+  std::size_t header_sent = 0;
+  std::size_t header_received = 0;
 
-  while (sent < send_total || received < recv_total) {
+  // One non-blocking send to the right, one receive from the left: the bytes moved (0
+  // when the socket is not ready), or the failure, naming the neighbour.
+  auto send_right = [this](const std::byte* from, std::size_t len) -> std::size_t {
+    const Socket::IoResult r = right_.send_some(from, len);
+    if (r.status == Socket::IoStatus::Ok) return r.bytes;
+    if (r.status != Socket::IoStatus::WouldBlock) {
+      fail_peer(false, PeerFault::Closed,
+                r.status == Socket::IoStatus::Closed
+                    ? std::string("closed the connection")
+                    : std::string("failed: ") + std::strerror(r.error));
+    }
+    return 0;
+  };
+  auto receive_left = [this](std::byte* into, std::size_t room) -> std::size_t {
+    const Socket::IoResult r = left_.recv_some(into, room);
+    if (r.status == Socket::IoStatus::Ok) return r.bytes;
+    if (r.status != Socket::IoStatus::WouldBlock) {
+      fail_peer(true, PeerFault::Closed,
+                r.status == Socket::IoStatus::Closed
+                    ? std::string("closed the connection")
+                    : std::string("failed: ") + std::strerror(r.error));
+    }
+    return 0;
+  };
+
+  while (header_sent < kHeaderBytes || header_received < kHeaderBytes || sent < send_total ||
+         received < recv_total) {
     bool moved = false;
 
-    // Out: what has arrived may go on, never more.
+    // Out: the header, then what has arrived may go on, never more.
     const std::size_t may_send = std::min(send_total, first_bytes + received);
-    if (sent < may_send) {
+    if (header_sent < kHeaderBytes) {
+      const std::size_t n = send_right(ours.data() + header_sent, kHeaderBytes - header_sent);
+      header_sent += n;
+      moved = n > 0;
+    }
+    if (header_sent == kHeaderBytes && sent < may_send) {
       const Piece& piece = send_piece(send_index);
       const std::size_t piece_bytes = static_cast<std::size_t>(piece.n) * kElement;
       const std::size_t len =  // Note [Send slices]
           std::min({piece_bytes - send_offset, may_send - sent, kSendSliceBytes});
       const auto* from = reinterpret_cast<const std::byte*>(piece.data) + send_offset;
-      const Socket::IoResult r = right_.send_some(from, len);
-      if (r.status == Socket::IoStatus::Ok) {
-        sent += r.bytes;
-        send_offset += r.bytes;
-        moved = r.bytes > 0;
-      } else if (r.status != Socket::IoStatus::WouldBlock) {
-        fail_peer(false, PeerFault::Closed,
-                  r.status == Socket::IoStatus::Closed
-                      ? std::string("closed the connection")
-                      : std::string("failed: ") + std::strerror(r.error));
-      }
+      const std::size_t n = send_right(from, len);
+      sent += n;
+      send_offset += n;
+      moved = moved || n > 0;
     }
-    // In: straight into place for a copy, through scratch_ for a reduce.
-    if (received < recv_total) {
+    // In: the header, checked; then data, straight into place for a copy, through
+    // scratch_ for a reduce.
+    if (header_received < kHeaderBytes) {
+      const std::size_t n =
+          receive_left(theirs.data() + header_received, kHeaderBytes - header_received);
+      header_received += n;
+      moved = moved || n > 0;
+      if (header_received == kHeaderBytes) check_header(theirs.data(), ours.data());
+    }
+    if (header_received == kHeaderBytes && received < recv_total) {
       const Piece& piece = plan.steps[recv_index];
       const std::size_t piece_bytes = static_cast<std::size_t>(piece.n) * kElement;
       auto* dst = reinterpret_cast<std::byte*>(piece.data) + recv_offset;
@@ -530,12 +618,12 @@ void ProcessGroupTcp::run_ring(const RingPlan<T>& plan) {
       const std::size_t room = piece.reduce
                                    ? std::min(scratch_.size(), piece_bytes - recv_offset) - pending
                                    : piece_bytes - recv_offset;
-      const Socket::IoResult r = left_.recv_some(into, room);
-      if (r.status == Socket::IoStatus::Ok) {
-        moved = r.bytes > 0;
-        std::size_t landed = r.bytes;
+      const std::size_t got = receive_left(into, room);
+      if (got > 0) {
+        moved = true;
+        std::size_t landed = got;
         if (piece.reduce) {
-          pending += r.bytes;
+          pending += got;
           landed = pending / kElement * kElement;  // whole elements only
           if constexpr (std::is_arithmetic_v<T>) {  // (broadcast moves bytes, never reduces)
             combine(reinterpret_cast<T*>(dst), reinterpret_cast<const T*>(scratch_.data()),
@@ -546,11 +634,6 @@ void ProcessGroupTcp::run_ring(const RingPlan<T>& plan) {
         }
         received += landed;
         recv_offset += landed;
-      } else if (r.status != Socket::IoStatus::WouldBlock) {
-        fail_peer(true, PeerFault::Closed,
-                  r.status == Socket::IoStatus::Closed
-                      ? std::string("closed the connection")
-                      : std::string("failed: ") + std::strerror(r.error));
       }
     }
     // Step over finished (and empty) pieces.
@@ -569,18 +652,21 @@ void ProcessGroupTcp::run_ring(const RingPlan<T>& plan) {
     // Nothing moved: sleep until a socket is ready, in slices, to notice stop_ and the
     // deadline.
     if (stop_) DDP_FAIL(who(), ": ", current_, ": the process group was destroyed while it ran");
+    const std::size_t to_receive = kHeaderBytes - header_received + recv_total - received;
+    const std::size_t to_send = kHeaderBytes - header_sent + send_total - sent;
     if (Clock::now() >= current_deadline_) {
-      const bool waiting_left = received < recv_total;
+      const bool waiting_left = to_receive > 0;
       fail_peer(waiting_left, PeerFault::Silent, detail::concat(
           "did not ", waiting_left ? "send" : "take", " the remaining ",
-          waiting_left ? recv_total - received : send_total - sent, " bytes within the timeout of ",
+          waiting_left ? to_receive : to_send, " bytes within the timeout of ",
           timeout_.count(), " ms (hung, or not in the same collective?)"));
     }
-    pollfd fds[2] = {{left_.fd(), static_cast<short>(received < recv_total ? POLLIN : 0), 0},
+    pollfd fds[2] = {{left_.fd(), static_cast<short>(to_receive > 0 ? POLLIN : 0), 0},
                      {right_.fd(), 0, 0}};
-    if (sent < send_total) {
+    if (to_send > 0) {
       // POLLIN on a send-only socket can only mean the neighbour closed it.
-      fds[1].events = static_cast<short>((sent < may_send ? POLLOUT : 0) | POLLIN);
+      const bool ready = header_sent < kHeaderBytes || sent < may_send;
+      fds[1].events = static_cast<short>((ready ? POLLOUT : 0) | POLLIN);
     } else {
       fds[1].fd = -1;  // done with it; poll() skips negative fds
     }
@@ -620,22 +706,23 @@ bool has_closed(const Socket& link) {
 // either of our links may close first, and the first can be a neighbour that only
 // failed after the dead one: its report would name the dead one, but is lost when it was
 // rank 0 and the store went down with it. The second close can name the dead one.
+std::string ProcessGroupTcp::neighbour_name(bool left) const {
+  return detail::concat("rank ", neighbour(left), " (", left ? "left" : "right",
+                        " neighbour of rank ", rank(), ", ",
+                        left ? left_address_ : right_address_, ")");
+}
+
 void ProcessGroupTcp::fail_peer(bool left, PeerFault fault, const std::string& what) {
-  auto describe = [&](bool on_left) {  // "rank 2 (left neighbour of rank 3, 127.0.0.1:4711)"
-    return detail::concat("rank ", neighbour(on_left), " (", on_left ? "left" : "right",
-                          " neighbour of rank ", rank(), ", ",
-                          on_left ? left_address_ : right_address_, ")");
-  };
   const int peer = neighbour(left);
-  std::string message = detail::concat(describe(left), " ", what, " during ", current_);
+  std::string message = detail::concat(neighbour_name(left), " ", what, " during ", current_);
   if (fault == PeerFault::Closed && has_closed(left ? right_ : left_)) {
-    message += detail::concat("\n  ", describe(!left), " closed the connection too");
+    message += detail::concat("\n  ", neighbour_name(!left), " closed the connection too");
   }
   const std::string key = prefix_ + "/failure/" + std::to_string(peer);
   std::string report;
-  try {
-    if (store_->check({key})) report = store_->get(key);
-  } catch (...) {  // the store was on a rank that is gone: no report to add
+  try {  // a peer writes its report before it closes its links: it is there, or never
+    report = store_->get(key, std::chrono::milliseconds(0));
+  } catch (...) {  // none; or the store was on a rank that is gone, or is frozen
   }
   if (!report.empty()) {
     message += detail::concat("\n  rank ", peer, " had failed first:");

@@ -59,7 +59,8 @@ class ProcessGroupTcp final : public ProcessGroup {
                   std::chrono::milliseconds timeout = Work::kDefaultTimeout,
                   std::string prefix = "tcp");
   // Fails what is still queued, stops the communication thread, closes the sockets.
-  // Never blocks longer than one poll slice (kPollSlice). Never throws.
+  // Never blocks longer than one poll slice (kPollSlice), or, while a failure is being
+  // reported, the store's few seconds at most (kReportTimeout). Never throws.
   ~ProcessGroupTcp() override;
 
   std::string backend_name() const override { return "tcp"; }
@@ -76,6 +77,10 @@ class ProcessGroupTcp final : public ProcessGroup {
 
   // How long the communication thread sleeps in poll() before it looks at the stop flag.
   static constexpr std::chrono::milliseconds kPollSlice{100};
+  // A failure report (written to the store, or read from it) is best effort: the store
+  // may be on the rank that failed us, and frozen rather than closed. Writing one waits
+  // this long for the store (and TCPStore's grace of 1 s), not the group's timeout.
+  static constexpr std::chrono::milliseconds kReportTimeout{500};
   // Received bytes of a reduce step land in a scratch buffer this big before they are
   // combined into the tensor: big enough that one recv() takes all that has arrived
   // (see Note [Scratch size] in the .cpp for why that beats staying in cache).
@@ -131,8 +136,12 @@ class ProcessGroupTcp final : public ProcessGroup {
   // How a neighbour let a step down: it closed the connection, or it fell silent.
   enum class PeerFault { Closed, Silent };
   [[noreturn]] void fail_peer(bool left, PeerFault fault, const std::string& what);
+  // The left neighbour's header (Note [Collective check]) differs from ours.
+  void check_header(const std::byte* theirs, const std::byte* ours) const;
   // The rank we receive from (left) or send to (right) on the ring.
   int neighbour(bool left) const { return (rank() + (left ? size() - 1 : 1)) % size(); }
+  // "rank 2 (left neighbour of rank 3, 127.0.0.1:4711)", for messages.
+  std::string neighbour_name(bool left) const;
 
   std::shared_ptr<Store> store_;  // kept alive: the group reads failure reports from it
   std::chrono::milliseconds timeout_;
@@ -146,6 +155,7 @@ class ProcessGroupTcp final : public ProcessGroup {
 
   // What the communication thread is doing, for error messages.
   std::string current_;                // description of the running collective
+  std::uint64_t sequence_ = 0;         // its number in this group: 0, 1, 2, ...
   Clock::time_point current_deadline_;
   std::string broken_;                 // the first failure; later collectives fail fast
 

@@ -25,8 +25,11 @@ class Store {
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
 
-  // Values are byte strings: std::string holds any bytes, '\0' included.
-  virtual void set(const std::string& key, const std::string& value) = 0;
+  // Values are byte strings: std::string holds any bytes, '\0' included. Gives up after
+  // timeout() (or `timeout`) when the store does not answer.
+  void set(const std::string& key, const std::string& value) { set(key, value, timeout_); }
+  virtual void set(const std::string& key, const std::string& value,
+                   std::chrono::milliseconds timeout) = 0;
 
   // Waits until `key` exists (at most timeout(), or `timeout`), then returns its value.
   // On expiry throws ddp::Error naming the key.

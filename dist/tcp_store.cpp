@@ -51,8 +51,10 @@ namespace {
 constexpr std::uint32_t kMagic = 0x53504444;  // the bytes 'D' 'D' 'P' 'S' on the wire
 constexpr std::uint32_t kVersion = 1;
 // A reply may be late by the server's own timeout; on top of it we allow this much
-// before deciding the server itself is gone.
-constexpr std::chrono::seconds kReplyGrace{10};
+// before deciding the server itself is gone: as long as the timeout itself, between
+// 1 s (a quick question gets a quick verdict) and 10 s.
+constexpr std::chrono::milliseconds kMinReplyGrace{1000};
+constexpr std::chrono::milliseconds kReplyGrace{10000};
 // How long the server stops accepting after accept() failed (TCPStoreServer::accept_all).
 constexpr std::chrono::milliseconds kAcceptPause{100};
 // Note [Bounded buffers]. The largest request is a COMPARE_SET of two largest values.
@@ -703,7 +705,8 @@ TCPStore::Reply TCPStore::round_trip(const Request& request,
                                      std::chrono::milliseconds reply_timeout) {
   std::lock_guard lock(mutex_);
   DDP_CHECK(socket_.valid(), where(), ": the connection to the server was lost earlier");
-  const auto deadline = Clock::now() + reply_timeout + kReplyGrace;
+  const auto deadline =
+      Clock::now() + reply_timeout + std::clamp(reply_timeout, kMinReplyGrace, kReplyGrace);
   const Op op = request.op();
   Reply reply;
   std::string server_error;
@@ -767,11 +770,12 @@ std::string join(const std::vector<std::string>& keys) {
 }
 }  // namespace
 
-void TCPStore::set(const std::string& key, const std::string& value) {
+void TCPStore::set(const std::string& key, const std::string& value,
+                   std::chrono::milliseconds timeout) {
   check_key(key);
   DDP_CHECK(value.size() <= kMaxValueBytes, "store value for \"", key, "\" of ", value.size(),
             " bytes; at most ", kMaxValueBytes, "\nhint: the store is for rendezvous, not data");
-  round_trip(Request(Op::Set).str32(key).str64(value), timeout());
+  round_trip(Request(Op::Set).str32(key).str64(value), timeout);
 }
 
 std::string TCPStore::get(const std::string& key, std::chrono::milliseconds timeout) {

@@ -59,7 +59,9 @@ class TCPStore final : public Store {
   // Clients still connected to it see the connection close. Never throws.
   ~TCPStore() override;
 
-  void set(const std::string& key, const std::string& value) override;
+  using Store::set;
+  void set(const std::string& key, const std::string& value,
+           std::chrono::milliseconds timeout) override;
   using Store::get;
   std::string get(const std::string& key, std::chrono::milliseconds timeout) override;
   std::int64_t add(const std::string& key, std::int64_t delta) override;

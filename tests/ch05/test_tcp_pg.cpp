@@ -4,7 +4,10 @@
 // mid all-reduce, and set-up and teardown that never hang.
 #include <catch2/catch.hpp>
 
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <csignal>
 
 #include <algorithm>
 #include <chrono>
@@ -380,6 +383,115 @@ TEST_CASE("tcp nests the report of the rank that failed first under its own erro
     return ok ? 0 : 3;
   });
   CHECK(codes == std::vector<int>{0, 0});
+}
+
+TEST_CASE("tcp refuses ranks that call different collectives, naming both", "[ch05][tcp]") {
+  // Rank 1 all-reduces 4 floats while the others all-reduce 6 (it used to finish with
+  // garbage while rank 0 failed); then, in a fresh group, rank 2 broadcasts where the
+  // others all-reduce. Every rank fails, and a rank whose left neighbour disagrees names
+  // that neighbour's call and its own, before using any of its bytes.
+  for (int w : {2, 3}) {
+    auto server = start_server();
+    const int port = server->port();
+    const auto codes = ddp::test::run_forked(w, [port, w](int rank) {
+      Rank me = join(port, rank, w, "mismatch" + std::to_string(w), 5s);
+      me.group->barrier()->wait(30s);
+      Tensor t = ddp::full({rank == 1 ? 4 : 6}, 1.0);
+      std::string message;
+      try {
+        me.group->all_reduce(t)->wait(30s);
+      } catch (const ddp::Error& e) {
+        message = e.what();
+      }
+      const int left = (rank + w - 1) % w;
+      const bool disagree = (rank == 1) != (left == 1);
+      const std::string mine = rank == 1 ? "all_reduce of 4 float32" : "all_reduce of 6 float32";
+      const std::string theirs = left == 1 ? "all_reduce of 4 float32" : "all_reduce of 6 float32";
+      bool ok = !message.empty();
+      if (disagree) {
+        ok = ok && message.find("rank " + std::to_string(left) + " (left neighbour") !=
+                       std::string::npos &&
+             message.find("is in another collective: its collective #2 is " + theirs) !=
+                 std::string::npos &&
+             message.find("this rank's #2 is " + mine) != std::string::npos;
+      }
+      if (!ok) std::fprintf(stderr, "rank %d: \"%s\"\n", rank, message.c_str());
+      return ok ? 0 : 3;
+    });
+    INFO("world size " << w);
+    CHECK(codes == std::vector<int>(static_cast<std::size_t>(w), 0));
+  }
+  auto server = start_server();
+  const int port = server->port();
+  const auto codes = ddp::test::run_forked(3, [port](int rank) {
+    Rank me = join(port, rank, 3, "order", 5s);
+    Tensor t = ddp::full({6}, 1.0);
+    std::string message;
+    try {
+      (rank == 2 ? me.group->broadcast(t, 0) : me.group->all_reduce(t))->wait(30s);
+    } catch (const ddp::Error& e) {
+      message = e.what();
+    }
+    // Rank 0's left neighbour is rank 2, which broadcasts.
+    if (rank != 0) return message.empty() ? 3 : 0;
+    return message.find("its collective #1 is broadcast of 6 float32 from rank 0, this "
+                        "rank's #1 is all_reduce of 6 float32 (sum)") != std::string::npos
+               ? 0
+               : 4;
+  });
+  CHECK(codes == std::vector<int>{0, 0, 0});
+}
+
+TEST_CASE("tcp reports a failure within its timeout when the store is frozen", "[ch05][tcp]") {
+  // The store serves from a process of its own, stopped (SIGSTOP: a frozen node, not a
+  // closed connection) once the ring is up. Rank 1 never calls the all-reduce. Rank 0's
+  // fails after the group's 1 s plus the failure report's short waits on the store
+  // (kReportTimeout), not the store's own 20 s timeout, twice over.
+  int to_parent[2];
+  REQUIRE(::pipe(to_parent) == 0);
+  const pid_t server = ::fork();
+  REQUIRE(server >= 0);
+  if (server == 0) {
+    ::alarm(60);
+    auto store = start_server();
+    const int port = store->port();
+    (void)!::write(to_parent[1], &port, sizeof port);
+    for (;;) ::pause();
+  }
+  int port = 0;
+  REQUIRE(::read(to_parent[0], &port, sizeof port) == static_cast<ssize_t>(sizeof port));
+  auto join_frozen = [port](int rank) {
+    ddp::TCPStoreOptions o;
+    o.port = port;
+    o.timeout = 20s;
+    Rank r;
+    r.store = std::make_shared<ddp::TCPStore>(o);
+    r.group = std::make_unique<ProcessGroupTcp>(r.store, rank, 2, 1s, "frozen");
+    return r;
+  };
+  Rank a;
+  Rank b;
+  std::thread other([&] { b = join_frozen(1); });
+  a = join_frozen(0);
+  other.join();
+  ::kill(server, SIGSTOP);
+
+  Tensor t = ddp::full({1000}, 1.0);
+  const auto start = std::chrono::steady_clock::now();
+  std::string message;
+  try {
+    a.group->all_reduce(t)->wait(60s);
+  } catch (const ddp::Error& e) {
+    message = e.what();
+  }
+  const auto took = std::chrono::steady_clock::now() - start;
+  ::kill(server, SIGKILL);
+  ::waitpid(server, nullptr, 0);
+  INFO(message);
+  CHECK(message.find("rank 1 (") != std::string::npos);
+  CHECK(took < 8s);  // a bound, not a speed: 1 s + at most 2.5 s; it took over 30 s
+  b.group.reset();
+  a.group.reset();
 }
 
 TEST_CASE("tcp group set-up names the rank that never came", "[ch05][tcp]") {
