@@ -107,6 +107,8 @@ void ProcessGroupTcp::connect_ring(Clock::time_point deadline) {
   const int left_rank = neighbour(true);
   Socket listener = Socket::listen(reachable_address(*store_), 0);
   address_ = format_address(listener.local_address(), listener.local_port());
+  // The host first: whoever has read our address can read it (see below).
+  store_->set(prefix_ + "/host/" + std::to_string(rank()), host_name());
   store_->set(prefix_ + "/addr/" + std::to_string(rank()), address_);
 
   const std::string right_key = prefix_ + "/addr/" + std::to_string(right_rank);
@@ -121,9 +123,26 @@ void ProcessGroupTcp::connect_ring(Clock::time_point deadline) {
   try {
     right_ = Socket::connect(right_host, right_port, deadline);
   } catch (const Error& e) {
+    // A loopback address from another host is the usual culprit with a FileStore: a host
+    // name that resolves to 127.0.1.1, as Debian's /etc/hosts makes it. (Ranks on two
+    // hosts may still share a loopback, in containers or the local test cluster: only
+    // failing to connect tells.)
+    std::string right_machine;
+    try {
+      right_machine = store_->get(prefix_ + "/host/" + std::to_string(right_rank),
+                                  std::chrono::milliseconds(0));
+    } catch (const Error&) {
+    }
+    const bool loopback = right_host.starts_with("127.") || right_host == "::1";
     DDP_FAIL(who(), ": cannot reach rank ", right_rank, " (right neighbour) at ",
-             right_address_, "\n  (", e.what(), ")\nhint: a firewall between the hosts, or "
-             "the wrong interface? Each rank listens where its store connection leaves from");
+             right_address_, "\n  (", e.what(), ")\nhint: ",
+             loopback && !right_machine.empty() && right_machine != host_name()
+                 ? detail::concat("rank ", right_rank, " runs on ", right_machine,
+                                  " but published a loopback address: its host name resolves "
+                                  "to one (/etc/hosts); use a TCPStore (init env:// or tcp://), "
+                                  "or make host names resolve to the network's addresses")
+                 : std::string("a firewall between the hosts, or the wrong interface? Each "
+                               "rank listens where its store connection leaves from"));
   }
   // Introduce ourselves: the left neighbour checks it is talking to the right rank.
   const std::uint32_t hello[3] = {kRingMagic, static_cast<std::uint32_t>(rank()),

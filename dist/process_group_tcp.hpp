@@ -52,8 +52,10 @@ std::pair<std::int64_t, std::int64_t> ring_chunk(std::int64_t n, int size, int c
 
 class ProcessGroupTcp final : public ProcessGroup {
  public:
-  // Connects the ring through `store` (keys "<prefix>/addr/<rank>"); every rank of the
-  // group must construct it with the same prefix. `timeout` bounds the set-up and each
+  // Connects the ring through `store` (keys "<prefix>/addr/<rank>", "<prefix>/host/<rank>");
+  // every rank of the group must construct it with the same prefix, and another group on
+  // the same store needs a prefix of its own: the first group's keys stay (an old
+  // address would be tried until the timeout). `timeout` bounds the set-up and each
   // collective. Throws ddp::Error naming the rank that never arrived.
   ProcessGroupTcp(std::shared_ptr<Store> store, int rank, int size,
                   std::chrono::milliseconds timeout = Work::kDefaultTimeout,

@@ -4,21 +4,24 @@
 // mid all-reduce, and set-up and teardown that never hang.
 #include <catch2/catch.hpp>
 
+#include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <csignal>
-
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "dist/file_store.hpp"
 #include "dist/process_group_tcp.hpp"
 #include "dist/tcp_store.hpp"
 #include "tensor/error.hpp"
@@ -492,6 +495,45 @@ TEST_CASE("tcp reports a failure within its timeout when the store is frozen", "
   CHECK(took < 8s);  // a bound, not a speed: 1 s + at most 2.5 s; it took over 30 s
   b.group.reset();
   a.group.reset();
+}
+
+TEST_CASE("tcp group through a FileStore explains a loopback address from another host",
+          "[ch05][tcp]") {
+  // Two "hosts": each rank gets a host name of its own that does not resolve, so each
+  // publishes 127.0.0.1, as a host name mapped to 127.0.1.1 does on a real cluster; rank
+  // 1 also gets a network namespace of its own, so neither loopback reaches the other.
+  // Each rank fails to connect, and says why: the neighbour's host and its loopback.
+  const std::filesystem::path path = std::filesystem::temp_directory_path() /
+                                     ("ddp_tcp_loopback_" + std::to_string(::getpid()));
+  std::filesystem::remove(path);
+  const auto codes = ddp::test::run_forked(2, [&path](int rank) {
+    const std::string name = rank == 0 ? "ddp-host-a.invalid" : "ddp-host-b.invalid";
+    if (::unshare(CLONE_NEWUTS | (rank == 1 ? CLONE_NEWNET : 0)) != 0 ||
+        ::sethostname(name.data(), name.size()) != 0) {
+      return 77;  // not root: cannot play two hosts
+    }
+    auto store = std::make_shared<ddp::FileStore>(path.string(), 10s);
+    std::string message;
+    try {
+      ProcessGroupTcp group(store, rank, 2, 2s, "loopback");
+    } catch (const ddp::Error& e) {
+      message = e.what();
+    }
+    const std::string other = rank == 0 ? "ddp-host-b.invalid" : "ddp-host-a.invalid";
+    const bool ok = message.find("cannot reach rank " + std::to_string(1 - rank)) !=
+                        std::string::npos &&
+                    message.find("runs on " + other + " but published a loopback address") !=
+                        std::string::npos;
+    if (!ok) std::fprintf(stderr, "rank %d: \"%s\"\n", rank, message.c_str());
+    return ok ? 0 : 3;
+  });
+  std::filesystem::remove(path);
+  if (codes == std::vector<int>{77, 77}) {  // never passed silently: ctest says Skipped
+    std::printf("not root: no namespaces to play two hosts in; skipped (exit 77)\n");
+    std::fflush(stdout);
+    std::_Exit(77);
+  }
+  CHECK(codes == std::vector<int>{0, 0});
 }
 
 TEST_CASE("tcp group set-up names the rank that never came", "[ch05][tcp]") {
