@@ -41,6 +41,7 @@
 #include <cstring>
 #include <thread>
 
+#include "dist/deadline.hpp"
 #include "tensor/error.hpp"
 
 namespace ddp {
@@ -136,7 +137,7 @@ FileStore::FileStore(std::string path, std::chrono::milliseconds timeout) : path
   // The destructor does not run when the constructor throws, so close the file here then.
   try {
     std::lock_guard<std::mutex> guard(mutex_);
-    Lock lock(*this, LOCK_SH, Clock::now() + this->timeout(), "open");
+    Lock lock(*this, LOCK_SH, deadline_after(this->timeout()), "open");
     catch_up();
   } catch (...) {
     ::close(fd_);
@@ -256,7 +257,7 @@ void FileStore::set(const std::string& key, const std::string& value,
                     std::chrono::milliseconds timeout) {
   check_sizes(key, value);
   std::lock_guard<std::mutex> guard(mutex_);
-  Lock lock(*this, LOCK_EX, Clock::now() + timeout, "set");
+  Lock lock(*this, LOCK_EX, deadline_after(timeout), "set");
   catch_up();
   append(kSet, key, value);
 }
@@ -264,7 +265,7 @@ void FileStore::set(const std::string& key, const std::string& value,
 std::int64_t FileStore::add(const std::string& key, std::int64_t delta) {
   check_sizes(key, "");
   std::lock_guard<std::mutex> guard(mutex_);
-  Lock lock(*this, LOCK_EX, Clock::now() + timeout(), "add");
+  Lock lock(*this, LOCK_EX, deadline_after(timeout()), "add");
   catch_up();
   std::int64_t value = 0;
   if (const auto it = keys_.find(key); it != keys_.end()) {
@@ -285,7 +286,7 @@ std::string FileStore::compare_set(const std::string& key, const std::string& ex
                                    const std::string& desired) {
   check_sizes(key, desired);
   std::lock_guard<std::mutex> guard(mutex_);
-  Lock lock(*this, LOCK_EX, Clock::now() + timeout(), "compare_set");
+  Lock lock(*this, LOCK_EX, deadline_after(timeout()), "compare_set");
   catch_up();
   const auto it = keys_.find(key);
   const bool swap = it == keys_.end() ? expected.empty() : it->second == expected;
@@ -298,7 +299,7 @@ std::string FileStore::compare_set(const std::string& key, const std::string& ex
 
 bool FileStore::delete_key(const std::string& key) {
   std::lock_guard<std::mutex> guard(mutex_);
-  Lock lock(*this, LOCK_EX, Clock::now() + timeout(), "delete_key");
+  Lock lock(*this, LOCK_EX, deadline_after(timeout()), "delete_key");
   catch_up();
   if (keys_.count(key) == 0) return false;
   append(kDelete, key, "");
@@ -308,7 +309,7 @@ bool FileStore::delete_key(const std::string& key) {
 // ---- Reading ---------------------------------------------------------------------------------
 std::vector<std::string> FileStore::missing(const std::vector<std::string>& keys) {
   std::lock_guard<std::mutex> guard(mutex_);
-  Lock lock(*this, LOCK_SH, Clock::now() + timeout(), "read");
+  Lock lock(*this, LOCK_SH, deadline_after(timeout()), "read");
   catch_up();
   std::vector<std::string> absent;
   for (const std::string& key : keys) {
@@ -318,12 +319,12 @@ std::vector<std::string> FileStore::missing(const std::vector<std::string>& keys
 }
 
 std::string FileStore::get(const std::string& key, std::chrono::milliseconds timeout) {
-  const Clock::time_point deadline = Clock::now() + timeout;
+  const Clock::time_point deadline = deadline_after(timeout);
   auto pause = std::chrono::duration_cast<Clock::duration>(kFirstPoll);
   while (true) {
     {
       std::lock_guard<std::mutex> guard(mutex_);
-      Lock lock(*this, LOCK_SH, std::max(deadline, Clock::now() + this->timeout()), "get");
+      Lock lock(*this, LOCK_SH, std::max(deadline, deadline_after(this->timeout())), "get");
       catch_up();
       if (const auto it = keys_.find(key); it != keys_.end()) return it->second;
     }
@@ -338,7 +339,7 @@ std::string FileStore::get(const std::string& key, std::chrono::milliseconds tim
 }
 
 void FileStore::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
-  const Clock::time_point deadline = Clock::now() + timeout;
+  const Clock::time_point deadline = deadline_after(timeout);
   auto pause = std::chrono::duration_cast<Clock::duration>(kFirstPoll);
   while (true) {
     const std::vector<std::string> absent = missing(keys);
@@ -358,7 +359,7 @@ bool FileStore::check(const std::vector<std::string>& keys) { return missing(key
 
 std::int64_t FileStore::num_keys() {
   std::lock_guard<std::mutex> guard(mutex_);
-  Lock lock(*this, LOCK_SH, Clock::now() + timeout(), "num_keys");
+  Lock lock(*this, LOCK_SH, deadline_after(timeout()), "num_keys");
   catch_up();
   return static_cast<std::int64_t>(keys_.size());
 }

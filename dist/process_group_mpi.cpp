@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "dist/deadline.hpp"
 #include "dist/launch_env.hpp"  // host_name
 #include "tensor/error.hpp"
 
@@ -446,7 +447,7 @@ void ProcessGroupMpi::start(MpiOp& job) {
     job.send = detail::host_copy(job.input);
     job.recv = job.in_place ? job.send : detail::host_buffer_like(job.output);
   }
-  job.deadline = Clock::now() + timeout_;
+  job.deadline = deadline_after(timeout_);
   job.start(job, comm_->get());
 }
 

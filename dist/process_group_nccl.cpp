@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "dist/deadline.hpp"
 #include "dist/launch_env.hpp"  // host_name
 #include "tensor/cuda/device_info.hpp"
 #include "tensor/cuda/kernels.hpp"  // cuda::compute_stream
@@ -69,7 +70,7 @@ class NcclComm {
     if (status != ncclInProgress) {
       check_nccl(status, "ncclCommInitRankConfig", __FILE__, __LINE__);
     }
-    settle("ncclCommInitRankConfig", Clock::now() + timeout_);
+    settle("ncclCommInitRankConfig", deadline_after(timeout_));
   }
 
   // Note [Communicator teardown]
@@ -82,7 +83,7 @@ class NcclComm {
     if (comm_ == nullptr || aborted_) return;
     cuda::DeviceGuard guard(device_);
     ncclResult_t state = ncclCommFinalize(comm_);
-    const Clock::time_point deadline = Clock::now() + timeout_;
+    const Clock::time_point deadline = deadline_after(timeout_);
     while (state == ncclInProgress && Clock::now() < deadline) {
       std::this_thread::sleep_for(kPollSleep);
       ncclCommGetAsyncError(comm_, &state);
@@ -208,7 +209,7 @@ class NcclWork final : public Work {
   // on the GPU, and the next one would queue behind it and hang there too.
   void wait(std::chrono::milliseconds timeout) override {
     std::unique_lock lock(mutex_);
-    const Clock::time_point deadline = Clock::now() + timeout;
+    const Clock::time_point deadline = deadline_after(timeout);
     while (!finished_) {
       if (done_.query()) {
         finish_locked();
@@ -412,7 +413,7 @@ class ProcessGroupNccl final : public ProcessGroup {
     // event below must be recorded after it, so wait (briefly) until it is queued.
     cuda::Event done;
     try {
-      comm_->settle(call, Clock::now() + timeout_);
+      comm_->settle(call, deadline_after(timeout_));
     } catch (...) {
       // Aborted: whatever was queued stops, but the caller may free the tensors now, and
       // the compute stream must not reuse their memory before it has (as in ~NcclWork).

@@ -10,6 +10,7 @@
 #include <exception>
 #include <type_traits>
 
+#include "dist/deadline.hpp"
 #include "dist/launch_env.hpp"  // host_name
 #include "dist/socket.hpp"      // resolve_ipv4
 #include "dist/tcp_store.hpp"
@@ -95,7 +96,7 @@ ProcessGroupTcp::ProcessGroupTcp(std::shared_ptr<Store> store, int rank, int siz
   DDP_CHECK(store_ != nullptr, "ProcessGroupTcp needs a store");
   DDP_CHECK(size >= 1 && rank >= 0 && rank < size, "ProcessGroupTcp: rank ", rank,
             " of world size ", size, "\nhint: ranks are 0 .. world_size-1");
-  if (size > 1) connect_ring(Clock::now() + timeout_);
+  if (size > 1) connect_ring(deadline_after(timeout_));
   thread_ = std::thread([this] { communication_loop(); });
 }
 
@@ -194,7 +195,7 @@ void ProcessGroupTcp::communication_loop() {
       queue_.pop_front();
     }
     current_ = task.description;
-    current_deadline_ = Clock::now() + timeout_;
+    current_deadline_ = deadline_after(timeout_);
     ++sequence_;
     try {
       DDP_CHECK(broken_.empty(), who(), ": ", current_, " refused: this process group failed "

@@ -15,6 +15,7 @@
 #include <optional>
 #include <thread>
 
+#include "dist/deadline.hpp"
 #include "tensor/error.hpp"
 
 namespace ddp {
@@ -611,7 +612,7 @@ TCPStore::TCPStore(TCPStoreOptions options) : options_(std::move(options)) {
                                                options_.port, options_.job_token);
     port_ = server_->port();
   }
-  const auto deadline = Clock::now() + options_.timeout;
+  const auto deadline = deadline_after(options_.timeout);
   try {
     socket_ = Socket::connect(options_.host, port_, deadline);
   } catch (const Error& e) {
@@ -661,7 +662,7 @@ void TCPStore::join_job() {
   if (!options_.is_server) return;
 
   // Rank 0 waits for everyone, looking out for a rank that disagreed.
-  const auto deadline = Clock::now() + options_.timeout;
+  const auto deadline = deadline_after(options_.timeout);
   while (!check({"__ddp/store/all_joined"})) {
     if (check({"__ddp/store/mismatch"})) {
       DDP_FAIL(get("__ddp/store/mismatch", std::chrono::milliseconds(0)),
@@ -706,7 +707,8 @@ TCPStore::Reply TCPStore::round_trip(const Request& request,
   std::lock_guard lock(mutex_);
   DDP_CHECK(socket_.valid(), where(), ": the connection to the server was lost earlier");
   const auto deadline =
-      Clock::now() + reply_timeout + std::clamp(reply_timeout, kMinReplyGrace, kReplyGrace);
+      deadline_after(std::min(reply_timeout, kNoDeadline) +
+                     std::clamp(reply_timeout, kMinReplyGrace, kReplyGrace));
   const Op op = request.op();
   Reply reply;
   std::string server_error;

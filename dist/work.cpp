@@ -1,6 +1,7 @@
 // FutureWork: a Work finished by a communication thread (see dist/work.hpp).
 #include "dist/work.hpp"
 
+#include "dist/deadline.hpp"
 #include "tensor/error.hpp"
 
 namespace ddp {
@@ -12,7 +13,7 @@ bool FutureWork::is_completed() {
 
 void FutureWork::wait(std::chrono::milliseconds timeout) {
   std::unique_lock lock(mutex_);
-  if (!done_cv_.wait_for(lock, timeout, [this] { return done_; })) {
+  if (!done_cv_.wait_until(lock, deadline_after(timeout), [this] { return done_; })) {
     DDP_FAIL(description_, " did not finish within ", timeout.count(), " ms\n",
              "hint: a peer rank may have died or not called the same collective; raise the "
              "timeout if the job is only slow");

@@ -159,6 +159,22 @@ TEST_CASE("file store: get and wait return once another process sets the key",
   writer.join();
 }
 
+TEST_CASE("file store: milliseconds::max() is no deadline", "[ch05][file_store]") {
+  // now + max() would overflow into the past: get() used to time out at once.
+  const StorePath path("forever");
+  ddp::FileStore store(path.str(), std::chrono::milliseconds::max());
+  std::thread writer([&] {
+    ddp::FileStore other(path.str(), 5s);
+    std::this_thread::sleep_for(50ms);
+    other.set("a", "A");
+  });
+  CHECK(store.get("a", std::chrono::milliseconds::max()) == "A");
+  store.wait({"a"}, std::chrono::milliseconds::max());
+  store.set("b", "B");
+  CHECK(store.get("b") == "B");
+  writer.join();
+}
+
 TEST_CASE("file store: keys and values are bounded", "[ch05][file_store]") {
   const StorePath path("limits");
   ddp::FileStore store(path.str(), 2s);

@@ -536,6 +536,18 @@ TEST_CASE("tcp group through a FileStore explains a loopback address from anothe
   CHECK(codes == std::vector<int>{0, 0});
 }
 
+TEST_CASE("a Work waited on with milliseconds::max() waits until it is done", "[ch05][tcp]") {
+  // wait_for(max()) overflowed and threw "did not finish within ..." at once.
+  ddp::FutureWork work("test work");
+  std::thread finisher([&] {
+    std::this_thread::sleep_for(50ms);
+    work.finish();
+  });
+  CHECK_NOTHROW(work.wait(std::chrono::milliseconds::max()));
+  CHECK(work.is_completed());
+  finisher.join();
+}
+
 TEST_CASE("tcp group set-up names the rank that never came", "[ch05][tcp]") {
   auto server = start_server();
   const auto start = std::chrono::steady_clock::now();

@@ -142,6 +142,24 @@ TEST_CASE("TCPStore get and wait block until the key is set", "[ch05][store]") {
   setter.join();
 }
 
+TEST_CASE("TCPStore takes milliseconds::max() as no deadline", "[ch05][store]") {
+  // now + max() overflows (undefined behaviour; here it happened to land in the future,
+  // where FileStore's and Work's landed in the past): the deadline must saturate.
+  TCPStore server(server_options());
+  TCPStore client(client_options(server.port()));
+  client.set_timeout(std::chrono::milliseconds::max());
+  std::thread setter([&] {
+    std::this_thread::sleep_for(100ms);
+    TCPStore other(client_options(server.port()));
+    other.set("late", "here");
+  });
+  CHECK(client.get("late", std::chrono::milliseconds::max()) == "here");
+  client.wait({"late"}, std::chrono::milliseconds::max());
+  client.set("now", "1");  // the store's own timeout is max() too
+  CHECK(client.get("now") == "1");
+  setter.join();
+}
+
 TEST_CASE("TCPStore timeouts name the missing keys", "[ch05][store]") {
   TCPStore server(server_options());
   TCPStore client(client_options(server.port()));
