@@ -44,6 +44,10 @@ if [[ $method != direct ]]; then
     echo "the local cluster runs as root only (cluster.sh skipped it): skipping"
     exit 77
   fi
+  if ! unshare --uts --mount --propagation private /bin/true 2>/dev/null; then
+    echo "no UTS + mount namespaces here (cluster.sh skipped the cluster): skipping"
+    exit 77
+  fi
   [[ -r $LOCAL_SLURM_DIR/env.sh ]] ||
     fail "no local cluster in $LOCAL_SLURM_DIR (the fixture test 'cluster: start' starts it)"
   # shellcheck disable=SC1091  # SLURM_CONF and Open MPI's root/loopback variables
