@@ -190,7 +190,9 @@ Tensor Tensor::t() const {
 
 Tensor Tensor::narrow(std::int64_t dim, std::int64_t start, std::int64_t length) const {
   const std::int64_t d = indexed_dim(*this, dim, "narrow");
-  DDP_CHECK(start >= 0 && length >= 0 && start + length <= shape_[d], "narrow(dim=", d,
+  // (length <= size - start, not start + length <= size: that sum can overflow.)
+  DDP_CHECK(start >= 0 && length >= 0 && start <= shape_[d] && length <= shape_[d] - start,
+            "narrow(dim=", d,
             ", start=", start, ", length=", length, ") is out of range for size ", shape_[d],
             " of a ", describe(), " tensor");
   Shape shape = shape_;
@@ -284,13 +286,21 @@ Tensor Tensor::flatten(std::int64_t start_dim, std::int64_t end_dim) const {
 Tensor Tensor::as_strided(Shape shape, Shape strides, std::int64_t offset) const {
   DDP_CHECK(shape.size() == strides.size(), "as_strided: shape ", shape_str(shape), " and strides ",
             shape_str(strides), " have different lengths");
-  // The furthest element the view can reach must lie inside the storage.
+  // The furthest element the view can reach must lie inside the storage; huge strides
+  // must not wrap that reach around to a small number.
   std::int64_t last = offset;
+  bool overflow = false;
   for (std::size_t d = 0; d < shape.size(); ++d) {
     DDP_CHECK(shape[d] >= 0 && strides[d] >= 0, "as_strided: negative size or stride in ",
               shape_str(shape), " / ", shape_str(strides));
-    last += (shape[d] - 1) * strides[d];
+    std::int64_t reach = 0;
+    if (shape[d] > 0) {
+      overflow = overflow || __builtin_mul_overflow(shape[d] - 1, strides[d], &reach) ||
+                 __builtin_add_overflow(last, reach, &last);
+    }
   }
+  DDP_CHECK(!overflow || ddp::numel(shape) == 0, "as_strided: view ", shape_str(shape),
+            " with strides ", shape_str(strides), " reaches past any storage (int64 overflow)");
   if (ddp::numel(shape) == 0) last = offset - 1;  // an empty view reads nothing
   const auto capacity = static_cast<std::int64_t>(storage_->nbytes() / element_size(dtype_));
   DDP_CHECK(offset >= 0 && last < capacity, "as_strided: view ", shape_str(shape), " with strides ",

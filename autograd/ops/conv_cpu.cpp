@@ -221,6 +221,10 @@ void im2col_band_planes(const float* planes, const ConvShape& s, Band band, floa
         if (count == 0) continue;
         // Note [Patch rows as one shifted copy]
         const Span span = inside(s.Wo, s.Wo, col.d, 1);
+        if (span.lo >= span.hi) {  // the tap shifts every column into the padding
+          std::fill(out, out + count, 0.0f);  // (a shifted copy would read past the plane)
+          continue;
+        }
         const float* src = planes + ((c * st + row.a) * st + col.a) * plane_floats +
                            (in.ho0 + row.d) * s.Wo + col.d;
         for (std::int64_t t = span.lo; t < count - (s.Wo - span.hi); ++t) out[t] = src[t];
@@ -249,6 +253,9 @@ void col2im_band_planes(float* dcols, const ConvShape& s, Band band, float* dpla
         float* dst = dplanes + ((c * st + row.a) * st + col.a) * plane_floats +
                      (in.ho0 + row.d) * s.Wo + col.d;
         zero_border_columns(grad, count, s.Wo, span);
+        // A tap that shifts every column into the padding adds nothing (and a shifted add
+        // would write past the plane, into another image's or thread's floats).
+        if (span.lo >= span.hi) continue;
         for (std::int64_t t = span.lo; t < count - (s.Wo - span.hi); ++t) dst[t] += grad[t];
       }
     }

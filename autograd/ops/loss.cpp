@@ -5,6 +5,8 @@
 // are checked on the host (one small copy from the GPU) so that a bad label stops with
 // its value and position instead of reading outside the row. Not here: class weights,
 // ignore_index, label smoothing, reductions other than the batch mean.
+#include <limits>
+
 #include "autograd/function.hpp"
 #include "autograd/functions.hpp"
 #include "tensor/ops.hpp"
@@ -50,10 +52,15 @@ Tensor log_softmax_rows(const Tensor& logits) {
   return ddp::sub(shifted, ddp::log(ddp::sum(ddp::exp(shifted), 1, true)));
 }
 
-// -mean over the batch of log_probs[b, label_b]: (B, K), (B, K) -> ().
+// -mean over the batch of log_probs[b, label_b]: (B, K), (B, K) -> (). The entries not
+// picked are multiplied by 0, and -inf * 0 is NaN: a masked-out logit (-inf, common for
+// padding) or an overflowing one would make the loss NaN. So -inf is first raised to the
+// lowest float. (Only a picked class of probability exactly 0 notices: its loss is
+// FLT_MAX / B, where PyTorch says inf.)
 Tensor mean_picked(const Tensor& log_probs, const Tensor& onehot) {
   const double batch = static_cast<double>(onehot.size(0));
-  return ddp::mul(ddp::sum(ddp::mul(log_probs, onehot)), -1.0 / batch);
+  const Tensor finite = ddp::maximum(log_probs, std::numeric_limits<float>::lowest());
+  return ddp::mul(ddp::sum(ddp::mul(finite, onehot)), -1.0 / batch);
 }
 
 // ---- log_softmax: dx = g - softmax * sum_k g_k (per row) -----------------------------

@@ -6,6 +6,8 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cstdint>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -206,6 +208,8 @@ TEST_CASE("narrow, slice and select reject out-of-range arguments", "[ch01][view
   REQUIRE_THROWS_WITH(t.narrow(0, 3, 2), Contains("narrow") && Contains("(4, 5)"));
   CHECK_THROWS_AS(t.narrow(1, -1, 2), ddp::Error);
   CHECK_THROWS_AS(t.narrow(2, 0, 1), ddp::Error);
+  // start + length would overflow int64 and wrap below the size.
+  CHECK_THROWS_AS(t.narrow(0, std::numeric_limits<std::int64_t>::max(), 2), ddp::Error);
   REQUIRE_THROWS_WITH(t.select(0, 4), Contains("index 4") && Contains("(4, 5)"));
   CHECK_THROWS_AS(t.select(2, 0), ddp::Error);
   REQUIRE_THROWS_WITH(t.slice(1, 0, 5, 0), Contains("step"));
@@ -345,6 +349,10 @@ TEST_CASE("as_strided makes any view inside the storage, overlapping windows inc
   // One element too far is refused, with the numbers that show why.
   REQUIRE_THROWS_AS(seq.as_strided({4, 3}, {2, 1}, 2), ddp::Error);
   REQUIRE_THROWS_WITH(seq.as_strided({4, 3}, {2, 1}, 2), Contains("(4, 3)") && Contains("10"));
+  // A stride so large that (size - 1) * stride wraps around int64 to a small reach.
+  const std::int64_t huge = (std::int64_t{1} << 62) + (std::int64_t{1} << 40);
+  CHECK_THROWS_WITH(seq.as_strided({3}, {huge}, 0), Contains("int64 overflow"));
+  CHECK(seq.as_strided({0}, {huge}, 0).numel() == 0);  // empty: reaches nothing
   CHECK_THROWS_AS(seq.as_strided({2}, {1, 1}, 0), ddp::Error);
   CHECK_THROWS_AS(seq.as_strided({2}, {1}, -1), ddp::Error);
   CHECK(seq.as_strided({0, 5}, {7, 7}, 9).numel() == 0);

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <limits>
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -196,6 +197,23 @@ TEST_CASE("log_softmax stays finite for huge logits", "[ch03][forward][loss]") {
   for (double v : got) CHECK(std::isfinite(v));
   CHECK(test::close(ddp::log_softmax(Variable(logits)).data(), test::log_softmax(logits), {2, 3},
                     kTol) == "");
+}
+
+TEST_CASE("a -inf logit that is not the label leaves the loss finite, as in PyTorch",
+          "[ch03][forward][loss]") {
+  // Masked-out classes (-inf) and logits so far apart that the shift overflows: the
+  // unpicked entries are -inf, and -inf * 0 made the loss NaN.
+  const float inf = std::numeric_limits<float>::infinity();
+  const Tensor masked = ddp::from_data(std::vector<float>{0, -inf, 1, 2}, {2, 2});
+  const Tensor y = test::labels_tensor({0, 1});
+  // Row 0 picks probability 1 (loss 0); row 1 is log(1 + e^-1).
+  const double want = std::log1p(std::exp(-1.0)) / 2;
+  CHECK(ddp::cross_entropy(Variable(masked), y).data().item<float>() == Approx(want));
+  CHECK(ddp::nll_loss(ddp::log_softmax(Variable(masked)), y).data().item<float>() ==
+        Approx(want));
+  const Tensor apart = ddp::from_data(std::vector<float>{3e38f, -3e38f}, {1, 2});
+  CHECK(ddp::cross_entropy(Variable(apart), test::labels_tensor({0})).data().item<float>() ==
+        0.0f);
 }
 
 TEST_CASE("cross_entropy's fused backward equals nll_loss(log_softmax) chained",

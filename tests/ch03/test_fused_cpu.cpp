@@ -110,6 +110,9 @@ TEST_CASE("conv2d_cpu matches conv2d_views, forward and backward", "[ch03][fused
       {{70, 8, 10, 10}, {9, 8, 3, 3}, false, 1, 1},    // > 32 images: 2-3 per dW chunk
       {{2, 8, 101, 1}, {8, 8, 3, 3}, true, 1, 1},      // one column
       {{1, 8, 50, 2}, {8, 8, 3, 3}, false, 1, 1},      // two columns: one tile wide
+      // Padding wider than the image: some taps shift every column into the padding.
+      {{4, 2, 5, 1}, {3, 2, 5, 5}, true, 1, 2},        // one column, 5x5
+      {{4, 2, 6, 1}, {3, 2, 8, 8}, false, 2, 4},       // the same on phase planes
   };
   const int threads_before = ddp::get_num_threads();
   for (int threads : {1, 2}) {
@@ -129,6 +132,27 @@ TEST_CASE("conv2d_cpu matches conv2d_views, forward and backward", "[ch03][fused
     }
   }
   ddp::set_num_threads(threads_before);
+}
+
+TEST_CASE("conv2d_cpu backward with padding wider than the image is exact on 2 threads",
+          "[ch03][fused][conv]") {
+  // A 7x7 tap on a 2-pixel-wide image shifts every column into the padding. Its shifted
+  // add once ran past the image's plane, into floats of the next image that another
+  // thread was writing: wrong input gradients in a few passes of every hundred. 500 passes catch that.
+  std::mt19937 rng(409);
+  const Tensor x = rnd(rng, {64, 4, 16, 2}), w = rnd(rng, {3, 4, 7, 7});
+  const Op textbook = [](const Vars& v) { return ddp::conv2d_views(v[0], v[1], Variable(), 1, 3); };
+  const Op fused = [](const Vars& v) { return ddp::conv2d_cpu(v[0], v[1], Variable(), 1, 3); };
+  const Run want = run(textbook, {x, w}, 5);
+  const int threads_before = ddp::get_num_threads();
+  ddp::set_num_threads(2);
+  int wrong = 0;
+  for (int pass = 0; pass < 500; ++pass) {
+    const Run got = run(fused, {x, w}, 5);
+    wrong += agree(got.grads[0], want.grads[0], 1e-5, "dx") != "";
+  }
+  ddp::set_num_threads(threads_before);
+  CHECK(wrong == 0);
 }
 
 TEST_CASE("winograd_applies: 3x3 stride-1 padding-1 layers with enough channels and pixels",
