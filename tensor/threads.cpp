@@ -24,4 +24,8 @@ int threads_for(std::int64_t items) {
   return static_cast<int>(std::clamp<std::int64_t>(items, 1, get_num_threads()));
 }
 
+SerialEigen::SerialEigen() : saved_(Eigen::nbThreads()) { Eigen::setNbThreads(1); }
+
+SerialEigen::~SerialEigen() { Eigen::setNbThreads(saved_); }
+
 }  // namespace ddp

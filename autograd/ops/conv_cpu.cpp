@@ -398,6 +398,7 @@ void backward_patches(const ConvShape& s, const Tensor& g, const Tensor& x, cons
   const float* px = want_w ? x.data<float>() : nullptr;
   const float* pweight = want_x ? weight.data<float>() : nullptr;
   float* pgx = want_x ? gx.data<float>() : nullptr;
+  const SerialEigen serial;  // Note [Eigen inside our loops]
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
   for (std::int64_t chunk = 0; chunk < chunks; ++chunk) {
     float* cols = pw + omp_get_thread_num() * per_thread;
@@ -450,6 +451,7 @@ void backward_winograd(const ConvShape& s, const Tensor& g, const Tensor& x, con
   // chunks <= B: every chunk has an image, so each writes all of its own dW.
   Tensor dw_chunks = empty({chunks, dw_floats});
   const float* pg = g.data<float>();
+  const SerialEigen serial;  // Note [Eigen inside our loops]
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
   for (std::int64_t chunk = 0; chunk < chunks; ++chunk) {
     float* sc = work.data<float>() + omp_get_thread_num() * per_thread;
@@ -516,6 +518,7 @@ void forward_patches(const Tensor& x, const Tensor& w, const float* bias, const 
   const float* px = x.data<float>();
   float* py = y.data<float>();
   const ConstMat wm(w.data<float>(), O, K);
+  const SerialEigen serial;  // Note [Eigen inside our loops]
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)  // Note [Work shared ...]
   for (std::int64_t b = 0; b < s.B; ++b) {
     float* cols = pw + omp_get_thread_num() * per_thread;
@@ -539,6 +542,7 @@ void forward_winograd(const Tensor& x, const Tensor& w, const float* bias, const
   detail::winograd_weight(w.data<float>(), s.O, s.C, /*flipped=*/false, u.data<float>());
   const int threads = threads_for(s.B);
   Tensor work = empty({threads, shape.scratch_floats()});
+  const SerialEigen serial;  // Note [Eigen inside our loops]
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)  // Note [Work shared ...]
   for (std::int64_t b = 0; b < s.B; ++b) {
     float* scratch = work.data<float>() + omp_get_thread_num() * shape.scratch_floats();

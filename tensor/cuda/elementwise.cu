@@ -229,9 +229,25 @@ struct Convert {
   }
 };
 
+// Note [Kernel template arguments are plain types]
+// A kernel template is compiled twice: nvcc's front end lists the instantiations it sees
+// for the device code, g++ compiles the host side that launches them, and the runtime
+// pairs the two by the kernel's mangled name. They must agree on every template
+// argument. `decltype(f)` for an `f` captured by reference in a nested generic lambda is
+// `Op` to nvcc but `Op&` to g++ 12/13, so `WithScalar<decltype(f), T>` named two different
+// kernels: the host launched `map1_contiguous<..., WithScalar<Eq&, float>>`, the GPU only
+// had `WithScalar<Eq, float>`, and every launch failed with cudaErrorInvalidDeviceFunction
+// (found on the first H100 run). So functor types are spelled FunctorOf<decltype(f)>, and
+// WithScalar refuses a reference at compile time, on any machine, GPU or not.
+template <typename F>
+using FunctorOf = std::remove_cvref_t<F>;
+
 // `a op scalar`: the scalar is always the right-hand operand.
 template <typename F, typename T>
 struct WithScalar {
+  static_assert(std::is_same_v<F, FunctorOf<F>>,
+                "a kernel's functor must be a plain type: Note [Kernel template arguments "
+                "are plain types]");
   F f;
   T scalar;
   __device__ auto operator()(T v) const { return f(v, scalar); }
@@ -290,7 +306,7 @@ void unary(cudaStream_t stream, UnaryOp op, const Tensor& x, const Tensor& out) 
 void binary(cudaStream_t stream, BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
   visit_binary(op, [&](auto f) {
     visit_dtype(a.dtype(), [&](auto zero) {
-      using F = decltype(f);
+      using F = FunctorOf<decltype(f)>;
       using T = decltype(zero);
       if constexpr (kDefinedFor<F, T>) {
         using R = decltype(f(T{}, T{}));  // float for comparisons, T otherwise
@@ -306,7 +322,7 @@ void binary_scalar(cudaStream_t stream, BinaryOp op, const Tensor& a, double sca
                    const Tensor& out) {
   visit_binary(op, [&](auto f) {
     visit_dtype(a.dtype(), [&](auto zero) {
-      using F = decltype(f);
+      using F = FunctorOf<decltype(f)>;
       using T = decltype(zero);
       if constexpr (kDefinedFor<F, T>) {
         using R = decltype(f(T{}, T{}));

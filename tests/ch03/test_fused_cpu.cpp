@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include <Eigen/Core>
+
 #include "autograd/functions.hpp"
 #include "autograd/fused_cpu.hpp"
 #include "autograd/gradcheck.hpp"
@@ -267,7 +269,18 @@ TEST_CASE("conv2d_cpu of one image gives the same bits on 1 and 2 threads",
   // One image: the loop over images runs on one thread, and a product this large (K =
   // 128 * 9 = 1152, stride 2 so on the patch matrix) is one that Eigen, called outside a
   // multi-threaded region, could split over threads itself, blocking the sum over K
-  // differently. It must not: the bits may not depend on the thread count.
+  // differently. It must not: the bits may not depend on the thread count (Note [Eigen
+  // inside our loops], tensor/threads.hpp). Eigen's K block comes from the L1 size it
+  // reads off the CPU; with the dev box's 32 KiB, the serial and the 2-thread blocking
+  // happen to agree (288), and this test passed with the bug present, failing only on an
+  // AVX-512 host. Eigen told that L1 is 48 KiB blocks K by 392 serially and 320 over
+  // threads, so the test catches the bug on every x86 CPU.
+  struct CacheSizes {
+    std::ptrdiff_t l1 = Eigen::l1CacheSize(), l2 = Eigen::l2CacheSize(),
+                   l3 = Eigen::l3CacheSize();
+    ~CacheSizes() { Eigen::setCpuCacheSizes(l1, l2, l3); }
+  } restore;
+  Eigen::setCpuCacheSizes(48 * 1024, restore.l2, restore.l3);
   std::mt19937 rng(407);
   const std::vector<Tensor> inputs = {rnd(rng, {1, 128, 56, 56}), rnd(rng, {256, 128, 3, 3})};
   const Op net = [](const Vars& v) { return ddp::conv2d_cpu(v[0], v[1], Variable(), 2, 1); };
