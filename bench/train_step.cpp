@@ -1,4 +1,4 @@
-// bench_train_step: how long one CPU training step of ResNetMnist takes -- zero_grad,
+// bench_train_step: how long one training step of ResNetMnist takes -- zero_grad,
 // forward, cross_entropy, backward, SGD step (lr 0.1, momentum 0.9, weight decay 5e-4)
 // -- next to the PyTorch anchor of the same step (shared/anchors/RESULTS.md, section 2),
 // then where the time of a step goes, layer by layer. Chapter 04 sends readers here.
@@ -6,8 +6,10 @@
 // It prints numbers and asserts nothing: speed is read as ratios, never tested.
 //   bench_train_step [--steps 30] [--warmup 10] [--batches 64,128] [--threads 1,2]
 //                    [--breakdown-batch 128] [--breakdown-threads 2] [--anchors DIR]
+//                    [--device cpu|cuda]
 // The breakdown times the model's own modules from the outside; the library carries no
-// timing code.
+// timing code. On a GPU every clock reading waits for the GPU first (settle()), so a
+// part's time is the time its kernels took, not the time it took to queue them.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -30,6 +32,8 @@
 #include "data/mnist.hpp"
 #include "nn/resnet_mnist.hpp"
 #include "nn/sgd.hpp"
+#include "tensor/backend.hpp"
+#include "tensor/device.hpp"
 #include "tensor/error.hpp"
 #include "tensor/random.hpp"
 #include "tensor/tensor.hpp"
@@ -56,7 +60,17 @@ struct Options {
   int breakdown_batch = 128;
   int breakdown_threads = 2;
   std::string anchors = DDP_SOURCE_DIR "/../shared/anchors";
+  ddp::Device device = ddp::Device::cpu();
 };
+
+// Waits until the device has finished what was queued: a no-op on the CPU.
+void settle(ddp::Device device) { ddp::backend_for(device).synchronize(); }
+
+// now_seconds() once the device's queued work is done.
+double settled_now(ddp::Device device) {
+  settle(device);
+  return ddp::bench::now_seconds();
+}
 
 Options parse_options(int argc, char** argv) {
   Options o;
@@ -65,7 +79,7 @@ Options parse_options(int argc, char** argv) {
     if (flag == "--help" || flag == "-h") {
       std::printf("usage: bench_train_step [--steps N] [--warmup N] [--batches B,B,...]"
                   " [--threads T,T,...]\n                        [--breakdown-batch B]"
-                  " [--breakdown-threads T] [--anchors DIR]\n"
+                  " [--breakdown-threads T] [--anchors DIR] [--device cpu|cuda]\n"
                   "--breakdown-batch 0 skips the per-layer breakdown\n");
       std::exit(0);
     }
@@ -85,6 +99,9 @@ Options parse_options(int argc, char** argv) {
       o.breakdown_threads = parse_int(flag, value, 1);
     } else if (flag == "--anchors") {
       o.anchors = value;
+    } else if (flag == "--device") {
+      o.device = ddp::Device::parse(value);
+      ddp::backend_for(o.device);  // "no such GPU" now, with its hint, not after a minute
     } else {
       DDP_FAIL("unknown option ", flag, "\nhint: bench_train_step --help");
     }
@@ -97,7 +114,11 @@ Options parse_options(int argc, char** argv) {
 // The model, its optimizer and a source of random training batches, as the anchor
 // builds them (bench_single.py): a fresh model per configuration, batches drawn with
 // replacement from the training set, and the gather kept out of the timed region.
+// On a GPU the model lives there and each batch is copied there before the clock starts.
 struct Setup {
+  explicit Setup(ddp::Device on) : device(on) { model->to(device); }
+
+  ddp::Device device;
   ddp::Generator init{0};
   std::shared_ptr<ddp::nn::ResNetMnist> model = std::make_shared<ddp::nn::ResNetMnist>(init);
   ddp::nn::SGD optimizer{model->parameters(),
@@ -108,22 +129,23 @@ struct Setup {
     std::uniform_int_distribution<std::int64_t> index(0, data.size() - 1);
     std::vector<std::int64_t> indices(static_cast<std::size_t>(batch));
     for (std::int64_t& i : indices) i = index(pick);
-    return data.get_batch(indices);
+    const ddp::Batch b = data.get_batch(indices);
+    return {b.images.to(device), b.labels.to(device)};
   }
 };
 
 // Times `warmup + steps` full steps; returns the timed ones' min / median in seconds.
 Timing time_steps(const ddp::MnistDataset& data, int batch, const Options& o) {
-  Setup s;
+  Setup s(o.device);
   std::vector<double> times;
   for (int r = 0; r < o.warmup + o.steps; ++r) {
     const ddp::Batch b = s.random_batch(data, batch);
-    const double t0 = ddp::bench::now_seconds();
+    const double t0 = settled_now(o.device);
     s.optimizer.zero_grad();
     Variable loss = ddp::cross_entropy((*s.model)(Variable(b.images)), b.labels);
     loss.backward();
     s.optimizer.step();
-    const double t = ddp::bench::now_seconds() - t0;
+    const double t = settled_now(o.device) - t0;
     if (r >= o.warmup) times.push_back(t);
   }
   return ddp::bench::summarize(times);
@@ -161,7 +183,7 @@ std::vector<AnchorStep> anchor_steps(const std::string& dir, int threads, int ba
 // Forward through the model's top-level children one at a time (exactly
 // ResNetMnist::forward, unrolled), then backward, SGD step and zero_grad, each timed.
 void breakdown_by_module(const ddp::MnistDataset& data, const Options& o) {
-  Setup s;
+  Setup s(o.device);
   ddp::nn::ResNetMnist& m = *s.model;
   const std::vector<std::string> parts = {
       "conv (stem 3x3, 1->16)", "bn (stem)", "relu (stem)", "block1 (16->16, 28x28)",
@@ -173,7 +195,7 @@ void breakdown_by_module(const ddp::MnistDataset& data, const Options& o) {
     const ddp::Batch b = s.random_batch(data, o.breakdown_batch);
     std::vector<double> t;  // t[i]..t[i + 1]: part i
     t.reserve(parts.size() + 1);
-    auto mark = [&t] { t.push_back(ddp::bench::now_seconds()); };
+    auto mark = [&t, &o] { t.push_back(settled_now(o.device)); };
     mark();
     Variable h = m.conv()(Variable(b.images));
     mark();
@@ -240,7 +262,8 @@ struct LayerTime {
 // and the cache effects of the full graph (compare the sum with Breakdown 1).
 class LayerProfiler {
  public:
-  LayerProfiler(int reps, int warmup) : reps_(reps), warmup_(warmup) {}
+  LayerProfiler(int reps, int warmup, ddp::Device device)
+      : reps_(reps), warmup_(warmup), device_(device) {}
 
   // Runs `fn` on `input` (warm-up + reps times); returns its output for the next layer.
   Tensor run(const std::string& name, const std::string& family,
@@ -250,13 +273,13 @@ class LayerProfiler {
     Tensor out;
     for (int r = 0; r < warmup_ + reps_; ++r) {
       Variable x(input, input_requires_grad);
-      double t0 = ddp::bench::now_seconds();
+      double t0 = settled_now(device_);
       Variable y = fn(x);
-      const double tf = ddp::bench::now_seconds() - t0;
-      const Tensor grad = ddp::randn(y.shape(), gen_);
-      t0 = ddp::bench::now_seconds();
+      const double tf = settled_now(device_) - t0;
+      const Tensor grad = ddp::randn(y.shape(), gen_).to(device_);
+      t0 = settled_now(device_);
       y.backward(grad);
-      const double tb = ddp::bench::now_seconds() - t0;
+      const double tb = settled_now(device_) - t0;
       if (r >= warmup_) {
         fwd.push_back(tf);
         bwd.push_back(tb);
@@ -273,6 +296,7 @@ class LayerProfiler {
  private:
   int reps_;
   int warmup_;
+  ddp::Device device_;
   ddp::Generator gen_{7};
   std::vector<LayerTime> rows_;
 };
@@ -301,10 +325,10 @@ Tensor profile_block(LayerProfiler& p, const std::string& name, ddp::nn::BasicBl
 }
 
 void breakdown_by_layer(const ddp::MnistDataset& data, const Options& o) {
-  Setup s;
+  Setup s(o.device);
   ddp::nn::ResNetMnist& m = *s.model;
   const ddp::Batch b = s.random_batch(data, o.breakdown_batch);
-  LayerProfiler p(o.steps, std::max(2, o.warmup / 2));
+  LayerProfiler p(o.steps, std::max(2, o.warmup / 2), o.device);
 
   Tensor h = p.run("conv", "conv3x3 (stem)", [&](const Variable& v) { return m.conv()(v); },
                    b.images, /*input_requires_grad=*/false);
@@ -367,11 +391,13 @@ int main(int argc, char** argv) {
   try {
     const Options o = parse_options(argc, argv);
     const ddp::MnistDataset data(ddp::MnistSplit::Train);
-    std::printf("bench_train_step: ResNetMnist on the CPU, one step = zero_grad + forward +"
+    const bool gpu = o.device.is_cuda();
+    std::printf("bench_train_step: ResNetMnist on %s, one step = zero_grad + forward +"
                 " cross_entropy + backward + SGD step\n(lr 0.1, momentum 0.9, weight decay"
-                " 5e-4); random batches from the %lld training images (gather not timed);\n"
+                " 5e-4); random batches from the %lld training images (gather%s not timed);\n"
                 "%d warm-up + %d timed steps per row, a fresh model per row\n\n",
-                static_cast<long long>(data.size()), o.warmup, o.steps);
+                o.device.str().c_str(), static_cast<long long>(data.size()),
+                gpu ? " and copy to the GPU" : "", o.warmup, o.steps);
 
     std::vector<std::string> missing;
     std::printf("%7s %5s  %-22s %9s %9s %8s  %s\n", "threads", "batch", "who", "min ms",
@@ -382,6 +408,8 @@ int main(int argc, char** argv) {
         const Timing t = time_steps(data, batch, o);
         std::printf("%7d %5d  %-22s %9.1f %9.1f %8.0f\n", threads, batch, "ddp.cpp",
                     t.min_s * 1e3, t.median_s * 1e3, batch / t.median_s);
+        // The anchors are CPU runs: a GPU step has no anchor (bench/README.md, "On a GPU").
+        if (gpu) continue;
         for (const AnchorStep& a : anchor_steps(o.anchors, threads, batch, missing)) {
           const double ratio = t.median_s / a.median_s;
           std::printf("%7s %5s  %-22s %9.1f %9.1f %8.0f  %.2fx%s\n", "", "",
@@ -392,6 +420,10 @@ int main(int argc, char** argv) {
       }
     }
     for (const std::string& file : missing) std::printf("anchor not found: %s\n", file.c_str());
+    if (gpu) {
+      std::printf("\nno anchor on a GPU (the PyTorch anchors are CPU runs): bench/torch_gpu.py"
+                  " times PyTorch's step on the same GPU\n");
+    } else {
     std::printf("\nratio = our median step time / PyTorch's median step time: <= %.1fx is the"
                 " target (as fast as PyTorch or faster).\nnoise: the anchor medians moved up"
                 " to +-25 %% between run1 and run2 (RESULTS.md, 'Noise'); a ratio within\n"
@@ -402,6 +434,7 @@ int main(int argc, char** argv) {
                     .value_or("unknown")
                     .c_str(),
                 ddp::bench::this_cpu_model().c_str());
+    }
 
     if (o.breakdown_batch > 0) {
       ddp::set_num_threads(o.breakdown_threads);

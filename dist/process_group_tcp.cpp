@@ -574,12 +574,29 @@ void ProcessGroupTcp::run_ring(const RingPlan<T>& plan) {
   std::size_t header_sent = 0;
   std::size_t header_received = 0;
 
+  // Note [Collective check], the race: a neighbour that finds our header wrong fails and
+  // closes its links, and our next send to it can fail (the unread rest of our stream
+  // turned its close into a reset) before we have read ITS header, which it sent before
+  // it closed and which is already here. So a failed send reads the left's header first:
+  // "in another collective", naming both calls, says more than "closed the connection"
+  // (seen once with two ranks, in a full `ctest -j10` on a 16-core host).
+  auto check_left_header_now = [&] {
+    while (header_received < kHeaderBytes) {
+      const Socket::IoResult r =
+          left_.recv_some(theirs.data() + header_received, kHeaderBytes - header_received);
+      if (r.status != Socket::IoStatus::Ok) return;  // not there (yet): nothing to say
+      header_received += r.bytes;
+    }
+    check_header(theirs.data(), ours.data());  // throws when the two disagree
+  };
+
   // One non-blocking send to the right, one receive from the left: the bytes moved (0
   // when the socket is not ready), or the failure, naming the neighbour.
-  auto send_right = [this](const std::byte* from, std::size_t len) -> std::size_t {
+  auto send_right = [&](const std::byte* from, std::size_t len) -> std::size_t {
     const Socket::IoResult r = right_.send_some(from, len);
     if (r.status == Socket::IoStatus::Ok) return r.bytes;
     if (r.status != Socket::IoStatus::WouldBlock) {
+      check_left_header_now();
       fail_peer(false, PeerFault::Closed,
                 r.status == Socket::IoStatus::Closed
                     ? std::string("closed the connection")
@@ -702,6 +719,7 @@ void ProcessGroupTcp::run_ring(const RingPlan<T>& plan) {
         fail_peer(false, PeerFault::Closed, "sent bytes on a send-only link");
       }
       if (r.status != Socket::IoStatus::WouldBlock || (fds[1].revents & POLLERR)) {
+        check_left_header_now();
         fail_peer(false, PeerFault::Closed, "closed the connection");
       }
     }
