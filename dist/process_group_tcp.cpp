@@ -750,17 +750,44 @@ std::string ProcessGroupTcp::neighbour_name(bool left) const {
                         left ? left_address_ : right_address_, ")");
 }
 
+// A close can also wait behind data. The dead rank's last bytes to us may still sit in
+// its socket's send queue when it dies, our receive window full, and its FIN goes out
+// only after them. Then has_closed() sees nothing yet, though that neighbour is gone. So
+// when the right neighbour closed and left no report (it was rank 0 and its exit took the
+// store with it), we read out the left link for up to kDrainPatience: its FIN, if it is
+// coming, arrives. (Seen in a full ctest -j2: of 4 ranks, rank 2 killed, rank 3 named
+// only rank 0, which had failed after rank 2 and exited.)
+bool ProcessGroupTcp::left_closes_within(std::chrono::milliseconds patience) {
+  const Clock::time_point deadline = Clock::now() + patience;
+  while (!has_closed(left_)) {
+    if (Clock::now() >= deadline) return false;
+    const Socket::IoResult r = left_.recv_some(scratch_.data(), scratch_.size());
+    if (r.status == Socket::IoStatus::Closed || r.status == Socket::IoStatus::Error) {
+      return true;
+    }
+    if (r.status == Socket::IoStatus::WouldBlock) {  // (Ok: bytes in front of the close, dropped)
+      pollfd p{left_.fd(), POLLIN | POLLRDHUP, 0};
+      ::poll(&p, 1, std::max(1, remaining_ms(deadline)));
+    }
+  }
+  return true;
+}
+
 void ProcessGroupTcp::fail_peer(bool left, PeerFault fault, const std::string& what) {
   const int peer = neighbour(left);
   std::string message = detail::concat(neighbour_name(left), " ", what, " during ", current_);
-  if (fault == PeerFault::Closed && has_closed(left ? right_ : left_)) {
-    message += detail::concat("\n  ", neighbour_name(!left), " closed the connection too");
-  }
   const std::string key = prefix_ + "/failure/" + std::to_string(peer);
   std::string report;
   try {  // a peer writes its report before it closes its links: it is there, or never
     report = store_->get(key, std::chrono::milliseconds(0));
   } catch (...) {  // none; or the store was on a rank that is gone, or is frozen
+  }
+  const bool other_closed =
+      fault == PeerFault::Closed &&
+      (left || !report.empty() ? has_closed(left ? right_ : left_)
+                               : left_closes_within(kDrainPatience));
+  if (other_closed) {
+    message += detail::concat("\n  ", neighbour_name(!left), " closed the connection too");
   }
   if (!report.empty()) {
     message += detail::concat("\n  rank ", peer, " had failed first:");

@@ -83,6 +83,9 @@ class ProcessGroupTcp final : public ProcessGroup {
   // may be on the rank that failed us, and frozen rather than closed. Writing one waits
   // this long for the store (and TCPStore's grace of 1 s), not the group's timeout.
   static constexpr std::chrono::milliseconds kReportTimeout{500};
+  // When the right neighbour closed and left no report, how long the failing rank reads
+  // out its left link to see whether that one is closing too (see fail_peer).
+  static constexpr std::chrono::milliseconds kDrainPatience{250};
   // Received bytes of a reduce step land in a scratch buffer this big before they are
   // combined into the tensor: big enough that one recv() takes all that has arrived
   // (see Note [Scratch size] in the .cpp for why that beats staying in cache).
@@ -138,6 +141,9 @@ class ProcessGroupTcp final : public ProcessGroup {
   // How a neighbour let a step down: it closed the connection, or it fell silent.
   enum class PeerFault { Closed, Silent };
   [[noreturn]] void fail_peer(bool left, PeerFault fault, const std::string& what);
+  // Whether the left neighbour closes its link within `patience`, reading (and dropping)
+  // the bytes in front of its close. Only for a group that has failed.
+  bool left_closes_within(std::chrono::milliseconds patience);
   // The left neighbour's header (Note [Collective check]) differs from ours.
   void check_header(const std::byte* theirs, const std::byte* ours) const;
   // The rank we receive from (left) or send to (right) on the ring.
