@@ -5,6 +5,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <mutex>
 
 #include <Eigen/Core>
 
@@ -24,8 +25,23 @@ int threads_for(std::int64_t items) {
   return static_cast<int>(std::clamp<std::int64_t>(items, 1, get_num_threads()));
 }
 
-SerialEigen::SerialEigen() : saved_(Eigen::nbThreads()) { Eigen::setNbThreads(1); }
+namespace {
+std::mutex serial_eigen_mutex;
+int serial_eigen_holders = 0;  // SerialEigens alive, in any thread
+int eigen_threads_before = 1;  // Eigen::nbThreads() when the first of them arrived
+}  // namespace
 
-SerialEigen::~SerialEigen() { Eigen::setNbThreads(saved_); }
+SerialEigen::SerialEigen() {
+  const std::lock_guard lock(serial_eigen_mutex);
+  if (serial_eigen_holders++ == 0) {
+    eigen_threads_before = Eigen::nbThreads();
+    Eigen::setNbThreads(1);
+  }
+}
+
+SerialEigen::~SerialEigen() {
+  const std::lock_guard lock(serial_eigen_mutex);
+  if (--serial_eigen_holders == 0) Eigen::setNbThreads(eigen_threads_before);
+}
 
 }  // namespace ddp

@@ -21,19 +21,17 @@ int threads_for(std::int64_t items);
 // over K is then cut at other places than with set_num_threads(1), and the bits depend
 // on the thread count. Whether the two blockings differ depends on the CPU: for K = 1152
 // the 2-core dev box (32 KiB L1, AVX2) blocks by 288 either way, so the bug never showed
-// there; an H100 host's AVX-512 cores did not, which is how it was found. A SerialEigen
-// held around such a loop keeps every product on its own thread: results identical at
-// every thread count, at the price of Eigen's own threads for a lone image. Hold it on
-// the thread that owns the loop (Eigen's setting is process-wide).
+// there; an H100 host's AVX-512 cores block by 584 serially and by 320 for two threads,
+// which is how it was found. A SerialEigen held around such a loop keeps every product
+// on its own thread: results identical at every thread count, at the price of Eigen's
+// own threads for a lone image. Eigen's setting is process-wide, so the holders are
+// counted: the first to arrive sets Eigen to one thread, the last to leave restores it.
 class SerialEigen {
  public:
   SerialEigen();
   ~SerialEigen();
   SerialEigen(const SerialEigen&) = delete;
   SerialEigen& operator=(const SerialEigen&) = delete;
-
- private:
-  int saved_;  // Eigen::nbThreads() before
 };
 
 }  // namespace ddp

@@ -31,8 +31,8 @@ void expect(bool ok, int rank, const char* what) {
 
 int main(int argc, char** argv) {
   using namespace ddp;
-  const bool gpu = argc == 3 && std::string_view(argv[1]) == "--device" &&
-                   std::string_view(argv[2]) == "cuda";
+  const bool gpu =
+      argc == 3 && std::string_view(argv[1]) == "--device" && std::string_view(argv[2]) == "cuda";
   if (argc != 1 && !gpu) {
     std::fprintf(stderr, "usage: ch05_mpi_smoke [--device cuda]\n");
     return 2;

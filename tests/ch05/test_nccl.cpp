@@ -23,14 +23,18 @@ namespace {
 using namespace ddp;
 constexpr Device kGpu = Device::cuda(0);
 
-std::unique_ptr<ProcessGroup> make_group() {
+// Rank 0 of a group of `size` on GPU 0, over a fresh FileStore.
+std::unique_ptr<ProcessGroup> make_group(
+    int size = 1, std::chrono::milliseconds timeout = std::chrono::seconds(30)) {
   const auto now = std::chrono::steady_clock::now().time_since_epoch().count();
   const std::string path =
       "/tmp/ddp_test_nccl_" + std::to_string(getpid()) + "_" + std::to_string(now);
   auto store = std::make_shared<FileStore>(path, std::chrono::seconds(30));
-  auto group = make_process_group_nccl(store, 0, 1, 0, std::chrono::seconds(30));
-  std::remove(path.c_str());
-  return group;
+  struct Remove {
+    std::string path;
+    ~Remove() { std::remove(path.c_str()); }
+  } remove{path};  // also when creation throws
+  return make_process_group_nccl(store, 0, size, 0, timeout);
 }
 
 // 0, 1, ..., n-1 as float32 on the GPU, made by a kernel on the compute stream (so the
@@ -104,4 +108,20 @@ TEST_CASE("nccl collectives check device, shape and dtype before queuing", "[ch0
   CHECK_THROWS_WITH(group->all_gather(ints, iota(2)), Catch::Contains("but output is"));
   Tensor x = iota(4);
   CHECK_THROWS_WITH(group->broadcast(x, 1), Catch::Contains("is not a rank"));
+}
+
+TEST_CASE("nccl creation that a rank never joins times out and aborts", "[ch05][nccl]") {
+  // World size 2, and rank 1 never comes (one GPU, one process). Rank 0's nonblocking
+  // ncclCommInitRankConfig stays in progress; the group's timeout must end it with
+  // ncclCommAbort and an error saying what did not finish, instead of a hang (ctest's
+  // TIMEOUT would catch that). A real GPU is the only place this path can run.
+  CHECK_THROWS_WITH(make_group(2, std::chrono::seconds(2)),
+                    Catch::Contains("nccl rank 0/2") &&
+                        Catch::Contains("ncclCommInitRankConfig did not finish within 2000 ms") &&
+                        Catch::Contains("communicator aborted"));
+  // The GPU is still usable afterwards: a group of one works.
+  auto group = make_group();
+  Tensor x = iota(5);
+  group->all_reduce(x, ReduceOp::Sum)->wait(std::chrono::seconds(30));
+  CHECK(x.to_vector<float>() == std::vector<float>{0, 1, 2, 3, 4});
 }
