@@ -7,9 +7,9 @@ cuda:0 as bench_single.py does on the CPU. There is no stored GPU anchor: run th
                                [--steps 50] [--warmup 10] [--seeds 0,1,2] [--epochs 5]
 
 FP32 throughout (TF32 off in cuDNN and cuBLAS), as ddp.cpp computes. Step times wait for
-the GPU before each clock reading. cuDNN picks its convolution algorithms per run, so a
-seed's accuracy can differ between two runs on a GPU (seen: seed 0 gave 89.70 % and
-93.85 % on one H100).
+the GPU before each clock reading. Some of cuDNN's backward kernels add with atomics, in
+whatever order the threads arrive, so a seed's accuracy can differ between two runs on a
+GPU (seen: seed 0 gave 89.70, 93.85 and 89.30 % on H100s).
 """
 import argparse
 import os

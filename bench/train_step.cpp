@@ -409,8 +409,9 @@ int main(int argc, char** argv) {
         std::printf("%7d %5d  %-22s %9.1f %9.1f %8.0f\n", threads, batch, "ddp.cpp",
                     t.min_s * 1e3, t.median_s * 1e3, batch / t.median_s);
         // The anchors are CPU runs: a GPU step has no anchor (bench/README.md, "On a GPU").
-        if (gpu) continue;
-        for (const AnchorStep& a : anchor_steps(o.anchors, threads, batch, missing)) {
+        const std::vector<AnchorStep> anchors =
+            gpu ? std::vector<AnchorStep>{} : anchor_steps(o.anchors, threads, batch, missing);
+        for (const AnchorStep& a : anchors) {
           const double ratio = t.median_s / a.median_s;
           std::printf("%7s %5s  %-22s %9.1f %9.1f %8.0f  %.2fx%s\n", "", "",
                       ("PyTorch anchor " + a.run).c_str(), a.min_s * 1e3, a.median_s * 1e3,
@@ -424,16 +425,16 @@ int main(int argc, char** argv) {
       std::printf("\nno anchor on a GPU (the PyTorch anchors are CPU runs): bench/torch_gpu.py"
                   " times PyTorch's step on the same GPU\n");
     } else {
-    std::printf("\nratio = our median step time / PyTorch's median step time: <= %.1fx is the"
-                " target (as fast as PyTorch or faster).\nnoise: the anchor medians moved up"
-                " to +-25 %% between run1 and run2 (RESULTS.md, 'Noise'); a ratio within\n"
-                "~25 %% of 1.0 is noise. Anchors: %s, measured on: %s; CPU here: %s\n",
-                kTargetRatio,
-                std::filesystem::weakly_canonical(o.anchors).c_str(),
-                ddp::bench::read_anchor_cpu_model(o.anchors + "/results/run1/machine.json")
-                    .value_or("unknown")
-                    .c_str(),
-                ddp::bench::this_cpu_model().c_str());
+      std::printf("\nratio = our median step time / PyTorch's median step time: <= %.1fx is the"
+                  " target (as fast as PyTorch or faster).\nnoise: the anchor medians moved up"
+                  " to +-25 %% between run1 and run2 (RESULTS.md, 'Noise'); a ratio within\n"
+                  "~25 %% of 1.0 is noise. Anchors: %s, measured on: %s; CPU here: %s\n",
+                  kTargetRatio,
+                  std::filesystem::weakly_canonical(o.anchors).c_str(),
+                  ddp::bench::read_anchor_cpu_model(o.anchors + "/results/run1/machine.json")
+                      .value_or("unknown")
+                      .c_str(),
+                  ddp::bench::this_cpu_model().c_str());
     }
 
     if (o.breakdown_batch > 0) {

@@ -87,13 +87,16 @@ using Clock = std::chrono::steady_clock;
 // between rounds. Open MPI's nonblocking collectives advance only inside such calls,
 // one round of their schedule at a time: a thread that sleeps between tests stretches
 // every round to the length of a sleep. So it keeps polling while a collective could
-// still be moving its bytes, as long as it would take at kSpinBytesPerSecond (and
-// kSpinTime after any progress); only past that, when a peer is late or gone, does it
+// still be moving its bytes: the budgets of the collectives in flight, each as long as
+// its bytes would take at kSpinBytesPerSecond, are added up (they share the links), plus
+// kSpinTime after any progress. Only past that, when a peer is late or gone, does it
 // sleep kPollSleep per round, so that a rank waiting on a slow peer does not burn a core
-// its own computation needs. The rule before slept once 200 us had passed without a
+// its own computation needs; until then a late peer costs busy polling (up to ~270 ms of
+// a core for 64 MiB), which a rank overlapping compute with communication will feel on a
+// machine with few cores. The rule before slept once 200 us had passed without a
 // collective finishing, which for a large one is almost at once. Measured at np 2 on the
-// 2-core dev box (bench_allreduce --backend mpi, medians of two interleaved runs, before
-// -> after): over shared memory 1 MiB 0.98-2.7 -> 0.23-0.24 ms, 16 MiB 44-48 -> 8.5-11.5
+// 2-core dev box (mpirun ... bench_allreduce --backend mpi, medians of two interleaved
+// runs of the two builds, before -> after): over shared memory 1 MiB 0.98-2.7 -> 0.23-0.24 ms, 16 MiB 44-48 -> 8.5-11.5
 // ms, 64 MiB 232-244 -> 80-88 ms; over TCP 1 MiB 1.4-1.6 -> 0.78 ms, 16 MiB 20-25 ->
 // 17-18.5 ms, 64 MiB 132-134 -> 119-123 ms.
 constexpr auto kSpinTime = std::chrono::microseconds(200);
@@ -219,7 +222,7 @@ struct MpiOp {
   std::function<void(MpiOp&, MPI_Comm)> start;
   MPI_Request request = MPI_REQUEST_NULL;
   Clock::time_point deadline;
-  Clock::time_point spin_until;  // poll without sleeping until then (Note [Polling MPI])
+  Clock::duration spin;  // its share of polling without sleeping (Note [Polling MPI])
 };
 
 MPI_Datatype mpi_type(DType dtype) {
@@ -416,7 +419,7 @@ void ProcessGroupMpi::run() {
     for (auto& job : fresh) {
       try {
         start(*job);
-        spin_until = std::max(spin_until, job->spin_until);
+        spin_until = std::max(spin_until, Clock::now()) + job->spin;
         in_flight.push_back(std::move(job));
       } catch (...) {
         fail(*job, std::current_exception());
@@ -467,10 +470,10 @@ void ProcessGroupMpi::start(MpiOp& job) {
     job.recv = job.in_place ? job.send : detail::host_buffer_like(job.output);
   }
   job.deadline = deadline_after(timeout_);
-  const Tensor& moved = job.recv.defined() ? job.recv : job.send;  // both undefined: barrier
-  const std::int64_t bytes =
-      moved.defined() ? moved.numel() * static_cast<std::int64_t>(element_size(moved.dtype())) : 0;
-  job.spin_until = Clock::now() + spin_budget(bytes);
+  auto bytes = [](const Tensor& t) {  // undefined (a barrier): nothing
+    return t.defined() ? t.numel() * static_cast<std::int64_t>(element_size(t.dtype())) : 0;
+  };
+  job.spin = spin_budget(std::max(bytes(job.send), bytes(job.recv)));
   job.start(job, comm_->get());
 }
 

@@ -735,15 +735,6 @@ bool has_closed(const Socket& link) {
 }
 }  // namespace
 
-// Throws the error of a step that failed because of a neighbour, naming it, and, when
-// that neighbour failed first and said why (see on_failure), its report, indented under
-// ours: its own hint and place are the ones that help, so ours add no second hint.
-//
-// When the other neighbour has closed its link too, that is said as well. A rank that
-// dies closes both its links and the failure travels round the ring both ways, so
-// either of our links may close first, and the first can be a neighbour that only
-// failed after the dead one: its report would name the dead one, but is lost when it was
-// rank 0 and the store went down with it. The second close can name the dead one.
 std::string ProcessGroupTcp::neighbour_name(bool left) const {
   return detail::concat("rank ", neighbour(left), " (", left ? "left" : "right",
                         " neighbour of rank ", rank(), ", ",
@@ -755,24 +746,31 @@ std::string ProcessGroupTcp::neighbour_name(bool left) const {
 // only after them. Then has_closed() sees nothing yet, though that neighbour is gone. So
 // when the right neighbour closed and left no report (it was rank 0 and its exit took the
 // store with it), we read out the left link for up to kDrainPatience: its FIN, if it is
-// coming, arrives. (Seen in a full ctest -j2: of 4 ranks, rank 2 killed, rank 3 named
-// only rank 0, which had failed after rank 2 and exited.)
+// coming, arrives. Only the left link can hold a close back like that: the right one
+// carries nothing to us. (Seen in a full ctest -j2: of 4 ranks, rank 2 killed, rank 3
+// named only rank 0, which had failed after rank 2 and exited.)
 bool ProcessGroupTcp::left_closes_within(std::chrono::milliseconds patience) {
   const Clock::time_point deadline = Clock::now() + patience;
   while (!has_closed(left_)) {
     if (Clock::now() >= deadline) return false;
     const Socket::IoResult r = left_.recv_some(scratch_.data(), scratch_.size());
-    if (r.status == Socket::IoStatus::Closed || r.status == Socket::IoStatus::Error) {
-      return true;
-    }
-    if (r.status == Socket::IoStatus::WouldBlock) {  // (Ok: bytes in front of the close, dropped)
-      pollfd p{left_.fd(), POLLIN | POLLRDHUP, 0};
-      ::poll(&p, 1, std::max(1, remaining_ms(deadline)));
-    }
+    if (r.status == Socket::IoStatus::Ok) continue;  // bytes in front of the close: dropped
+    if (r.status != Socket::IoStatus::WouldBlock) return true;  // closed, or reset
+    pollfd p{left_.fd(), POLLIN | POLLRDHUP, 0};
+    ::poll(&p, 1, std::max(1, remaining_ms(deadline)));
   }
   return true;
 }
 
+// Throws the error of a step that failed because of a neighbour, naming it, and, when
+// that neighbour failed first and said why (see on_failure), its report, indented under
+// ours: its own hint and place are the ones that help, so ours add no second hint.
+//
+// When the other neighbour has closed its link too, that is said as well. A rank that
+// dies closes both its links and the failure travels round the ring both ways, so
+// either of our links may close first, and the first can be a neighbour that only
+// failed after the dead one: its report would name the dead one, but is lost when it was
+// rank 0 and the store went down with it. The second close can name the dead one.
 void ProcessGroupTcp::fail_peer(bool left, PeerFault fault, const std::string& what) {
   const int peer = neighbour(left);
   std::string message = detail::concat(neighbour_name(left), " ", what, " during ", current_);
@@ -782,10 +780,12 @@ void ProcessGroupTcp::fail_peer(bool left, PeerFault fault, const std::string& w
     report = store_->get(key, std::chrono::milliseconds(0));
   } catch (...) {  // none; or the store was on a rank that is gone, or is frozen
   }
-  const bool other_closed =
-      fault == PeerFault::Closed &&
-      (left || !report.empty() ? has_closed(left ? right_ : left_)
-                               : left_closes_within(kDrainPatience));
+  bool other_closed = false;
+  if (fault == PeerFault::Closed) {
+    const bool wait_for_left = !left && report.empty();  // see left_closes_within
+    other_closed = wait_for_left ? left_closes_within(kDrainPatience)
+                                 : has_closed(left ? right_ : left_);
+  }
   if (other_closed) {
     message += detail::concat("\n  ", neighbour_name(!left), " closed the connection too");
   }

@@ -13,10 +13,18 @@
 
 namespace ddp {
 
+namespace {
+std::mutex eigen_mutex;        // guards the two below and every setNbThreads call
+int eigen_threads_wanted = 0;  // set_num_threads' count; 0: Eigen's default, OpenMP's
+int serial_eigen_holders = 0;  // SerialEigens alive, in any thread
+}  // namespace
+
 void set_num_threads(int n) {
   DDP_CHECK(n >= 1, "set_num_threads(", n, "): expected at least 1 thread");
   omp_set_num_threads(n);
-  Eigen::setNbThreads(n);
+  const std::lock_guard lock(eigen_mutex);
+  eigen_threads_wanted = n;
+  if (serial_eigen_holders == 0) Eigen::setNbThreads(n);  // else the last holder will
 }
 
 int get_num_threads() { return omp_get_max_threads(); }
@@ -25,23 +33,14 @@ int threads_for(std::int64_t items) {
   return static_cast<int>(std::clamp<std::int64_t>(items, 1, get_num_threads()));
 }
 
-namespace {
-std::mutex serial_eigen_mutex;
-int serial_eigen_holders = 0;  // SerialEigens alive, in any thread
-int eigen_threads_before = 1;  // Eigen::nbThreads() when the first of them arrived
-}  // namespace
-
 SerialEigen::SerialEigen() {
-  const std::lock_guard lock(serial_eigen_mutex);
-  if (serial_eigen_holders++ == 0) {
-    eigen_threads_before = Eigen::nbThreads();
-    Eigen::setNbThreads(1);
-  }
+  const std::lock_guard lock(eigen_mutex);
+  if (serial_eigen_holders++ == 0) Eigen::setNbThreads(1);
 }
 
 SerialEigen::~SerialEigen() {
-  const std::lock_guard lock(serial_eigen_mutex);
-  if (--serial_eigen_holders == 0) Eigen::setNbThreads(eigen_threads_before);
+  const std::lock_guard lock(eigen_mutex);
+  if (--serial_eigen_holders == 0) Eigen::setNbThreads(eigen_threads_wanted);
 }
 
 }  // namespace ddp

@@ -25,7 +25,9 @@ int threads_for(std::int64_t items);
 // which is how it was found. A SerialEigen held around such a loop keeps every product
 // on its own thread: results identical at every thread count, at the price of Eigen's
 // own threads for a lone image. Eigen's setting is process-wide, so the holders are
-// counted: the first to arrive sets Eigen to one thread, the last to leave restores it.
+// counted: the first to arrive sets Eigen to one thread, the last to leave restores what
+// set_num_threads asked for (also when it was called meanwhile). Meanwhile a product on
+// another thread (ddp::matmul) runs serially too: slower, never wrong.
 class SerialEigen {
  public:
   SerialEigen();

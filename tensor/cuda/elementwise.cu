@@ -238,7 +238,7 @@ struct Convert {
 // kernels: the host launched `map1_contiguous<..., WithScalar<Eq&, float>>`, the GPU only
 // had `WithScalar<Eq, float>`, and every launch failed with cudaErrorInvalidDeviceFunction
 // (found on the first H100 run). So functor types are spelled FunctorOf<decltype(f)>, and
-// WithScalar refuses a reference at compile time, on any machine, GPU or not.
+// WithScalar refuses a reference at compile time, in every CUDA build, GPU or not.
 template <typename F>
 using FunctorOf = std::remove_cvref_t<F>;
 

@@ -1,10 +1,14 @@
-// Chapter 01, threads.hpp: the thread count round-trips, and elementwise ops and random
-// draws give bit-identical results with 1 and 2 threads (each element is computed by
+// Chapter 01, threads.hpp: the thread count round-trips, SerialEigen holds Eigen to one
+// thread and gives the count back, and elementwise ops and random draws give
+// bit-identical results with 1 and 2 threads (each element is computed by
 // one thread from its own inputs, so splitting the loop must not change a bit).
 #include <catch2/catch.hpp>
 
 #include <random>
+#include <thread>
 #include <vector>
+
+#include <Eigen/Core>
 
 #include "tensor/ops.hpp"
 #include "tensor/random.hpp"
@@ -30,6 +34,39 @@ TEST_CASE("set_num_threads and get_num_threads round-trip", "[ch01][threads]") {
   CHECK(ddp::get_num_threads() == 5);  // a refused call changes nothing
   ddp::set_num_threads(saved);
   CHECK(ddp::get_num_threads() == saved);
+}
+
+TEST_CASE("SerialEigen keeps Eigen serial while held, then restores set_num_threads' count",
+          "[ch01][threads]") {
+  // Note [Eigen inside our loops]: the holders are counted, so the first one sets Eigen to
+  // one thread and only the last one gives back the count that set_num_threads asked for,
+  // even when that changed while they were held.
+  const int saved = ddp::get_num_threads();
+  ddp::set_num_threads(2);
+  CHECK(Eigen::nbThreads() == 2);
+  {
+    const ddp::SerialEigen outer;
+    CHECK(Eigen::nbThreads() == 1);
+    {
+      const ddp::SerialEigen inner;  // nested
+      CHECK(Eigen::nbThreads() == 1);
+    }
+    CHECK(Eigen::nbThreads() == 1);  // the inner one left, the outer one still holds
+    ddp::set_num_threads(3);         // asked for while held: applied when the last leaves
+    CHECK(Eigen::nbThreads() == 1);
+    CHECK(ddp::get_num_threads() == 3);
+    int seen_there = 0;  // (Catch2's CHECK is for the test's own thread only)
+    std::thread other([&seen_there] {  // a holder on another thread, inside the outer one
+      const ddp::SerialEigen held;
+      seen_there = Eigen::nbThreads();
+    });
+    other.join();
+    CHECK(seen_there == 1);
+    CHECK(Eigen::nbThreads() == 1);  // its leaving did not end the outer hold
+  }
+  CHECK(Eigen::nbThreads() == 3);
+  ddp::set_num_threads(saved);
+  CHECK(Eigen::nbThreads() == saved);
 }
 
 TEST_CASE("elementwise ops and random draws are bit-identical with 1 and 2 threads",

@@ -15,6 +15,7 @@
 #include "dist/process_group_mpi.hpp"
 #include "tensor/cuda/device_info.hpp"
 #include "tensor/tensor.hpp"
+#include "tests/support/no_gpu.hpp"
 
 namespace {
 
@@ -37,11 +38,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: ch05_mpi_smoke [--device cuda]\n");
     return 2;
   }
-  if (gpu && cuda::device_count() == 0) {
-    std::printf("SKIPPED: no usable CUDA GPU (%s)\n",
-                cuda::is_built() ? "none found" : "built without CUDA");
-    return 77;
-  }
+  if (gpu && cuda::device_count() == 0) return test::skip_without_gpu();  // every rank: 77
   const Device device = gpu ? Device::cuda(0) : Device::cpu();
   const TensorOptions f32{DType::Float32, device};
   try {

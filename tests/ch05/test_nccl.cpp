@@ -112,9 +112,11 @@ TEST_CASE("nccl collectives check device, shape and dtype before queuing", "[ch0
 
 TEST_CASE("nccl creation that a rank never joins times out and aborts", "[ch05][nccl]") {
   // World size 2, and rank 1 never comes (one GPU, one process). Rank 0's nonblocking
-  // ncclCommInitRankConfig stays in progress; the group's timeout must end it with
-  // ncclCommAbort and an error saying what did not finish, instead of a hang (ctest's
-  // TIMEOUT would catch that). A real GPU is the only place this path can run.
+  // ncclCommInitRankConfig stays in progress; the group's timeout must end it with an
+  // error saying what did not finish, instead of a hang (ctest's TIMEOUT would catch
+  // that). On the way, settle() aborts the communicator: not visible from here, except
+  // that the GPU then serves a new group. (The bootstrap thread that ncclGetUniqueId
+  // started lives on until the process ends.) A real GPU is the only place this can run.
   CHECK_THROWS_WITH(make_group(2, std::chrono::seconds(2)),
                     Catch::Contains("nccl rank 0/2") &&
                         Catch::Contains("ncclCommInitRankConfig did not finish within 2000 ms") &&

@@ -6,19 +6,12 @@
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
-#include <cstdio>
-#include <string>
 #include <string_view>
 
 #include "tensor/cuda/device_info.hpp"
-
-#if defined(DDP_HAVE_CUDA)
-#include <cuda_runtime_api.h>
-#endif
+#include "tests/support/no_gpu.hpp"
 
 namespace {
-
-constexpr int kSkipped = 77;  // DDP_SKIP_RETURN_CODE in cmake/DdpTesting.cmake
 
 bool asks_for_a_list(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
@@ -27,27 +20,11 @@ bool asks_for_a_list(int argc, char** argv) {
   return false;
 }
 
-// Why no GPU can be used, in the words of the CUDA runtime when there is one.
-std::string no_gpu_reason() {
-  if (!ddp::cuda::is_built()) return "ddp.cpp was built without CUDA";
-#if defined(DDP_HAVE_CUDA)
-  int count = 0;
-  const cudaError_t status = cudaGetDeviceCount(&count);
-  if (status != cudaSuccess) {
-    return std::string("cudaGetDeviceCount: ") + cudaGetErrorName(status) + ", " +
-           cudaGetErrorString(status);
-  }
-#endif
-  return "the CUDA runtime reports 0 devices (check CUDA_VISIBLE_DEVICES)";
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   if (!asks_for_a_list(argc, argv) && ddp::cuda::device_count() == 0) {
-    std::printf("SKIPPED: no usable CUDA GPU (%s)\n", no_gpu_reason().c_str());
-    std::fflush(stdout);
-    return kSkipped;
+    return ddp::test::skip_without_gpu();
   }
   return Catch::Session().run(argc, argv);
 }
