@@ -8,7 +8,7 @@
 //                    [--breakdown-batch 128] [--breakdown-threads 2] [--anchors DIR]
 //                    [--device cpu|cuda]
 // The breakdown times the model's own modules from the outside; the library carries no
-// timing code. On a GPU every clock reading waits for the GPU first (settle()), so a
+// timing code. On a GPU every clock reading waits for the GPU first (settled_now), so a
 // part's time is the time its kernels took, not the time it took to queue them.
 #include <algorithm>
 #include <cstdint>
@@ -63,12 +63,9 @@ struct Options {
   ddp::Device device = ddp::Device::cpu();
 };
 
-// Waits until the device has finished what was queued: a no-op on the CPU.
-void settle(ddp::Device device) { ddp::backend_for(device).synchronize(); }
-
-// now_seconds() once the device's queued work is done.
+// now_seconds() once the device has finished what was queued (on the CPU: at once).
 double settled_now(ddp::Device device) {
-  settle(device);
+  ddp::backend_for(device).synchronize();
   return ddp::bench::now_seconds();
 }
 
