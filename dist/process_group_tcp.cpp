@@ -474,6 +474,31 @@ std::shared_ptr<Work> ProcessGroupTcp::barrier() {
 // 4 MiB a turn, while whole bites kept arriving, was slower still (np=2, three
 // interleaved pairs: 16 MiB 10.6-11.7 vs 8.5-9.9 ms, 64 MiB 43-53 vs 31-38 ms).
 //
+// Note [4K aliasing]
+// ------------------
+// scratch_ starts on a page boundary (a PageBuffer), and that is worth 5-25 % of an
+// all-reduce of 1 MiB or more here. recv() is a copy, from the kernel's buffers to ours.
+// A copy whose destination lies 1 to 31 bytes past its source, counted modulo 4 KiB,
+// runs about three times slower on this box's CPU (AMD Zen 3): by their low 12 address
+// bits the loads look as if they read what the stores just wrote, and wait for them
+// (Intel's optimisation manual calls it "4K aliasing"). Where the kernel's bytes sit is
+// not ours to choose, but on loopback their page offsets follow the stream's own bytes
+// (the header measurement below shows it), so where our buffer starts decides. Measured
+// with the loop of `bench_allreduce --floor` alone, np 2, 64 MiB each way: receiving into
+// a buffer 1, 8, 16, 24 or 31 bytes past a page boundary took 42-53 ms, at 0, 32, 33, 63,
+// 100 or 4064 bytes past it 15-18 ms. A std::vector of a few MiB starts 16 bytes past a
+// page (malloc's header) and so did our scratch buffer, until this: three interleaved
+// rounds (ddprun, bench_allreduce, scratch at page + 16 -> page + 0) went at np 2 from
+// 248-260 to 226-232 us at 1 MiB and from 26.8-28.1 to 25.0-27.3 ms at 64 MiB; at np 4
+// from 1311-1324 to 982-1256 us at 1 MiB and from 23.1-24.1 to 20.0-21.7 ms at 16 MiB.
+// The copy steps receive straight into the tensor, where the same rule holds: there the
+// distance is set by where the tensor starts (64 bytes past a page, for a large
+// aligned_alloc(64)) and by the header in front of the stream (Note [Collective
+// check]). With the 128-byte header the tensor's bytes land 64 bytes behind the
+// stream's: fast. A 48-byte header put them 16 ahead and made np 2 all-reduces of 1-64
+// MiB 1.2-2x slower (1 MiB 438-520 vs 245-250 us, 16 MiB 8.2-9.9 vs 6.1-6.2 ms). A
+// tensor that starts elsewhere (a view at an odd offset) works the same, and may run slower.
+//
 // Note [Send slices]
 // ------------------
 // A non-blocking send() takes all that fits in the socket's buffer, and Linux grows that
@@ -513,7 +538,7 @@ std::shared_ptr<Work> ProcessGroupTcp::barrier() {
 
 namespace {
 
-constexpr std::size_t kHeaderBytes = 128;
+constexpr std::size_t kHeaderBytes = 128;  // not 48: Note [4K aliasing]
 constexpr std::uint32_t kHeaderMagic = 0x52504444;  // "DDPR" on the wire
 // Layout: u32 magic, u32 description length, u64 sequence, description (zero-padded).
 constexpr std::size_t kHeaderText = kHeaderBytes - 16;
@@ -651,7 +676,7 @@ void ProcessGroupTcp::run_ring(const RingPlan<T>& plan) {
       const Piece& piece = plan.steps[recv_index];
       const std::size_t piece_bytes = static_cast<std::size_t>(piece.n) * kElement;
       auto* dst = reinterpret_cast<std::byte*>(piece.data) + recv_offset;
-      std::byte* into = piece.reduce ? scratch_.data() + pending : dst;
+      std::byte* into = piece.reduce ? scratch_.data() + pending : dst;  // Note [4K aliasing]
       const std::size_t room = piece.reduce
                                    ? std::min(scratch_.size(), piece_bytes - recv_offset) - pending
                                    : piece_bytes - recv_offset;

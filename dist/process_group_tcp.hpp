@@ -159,7 +159,7 @@ class ProcessGroupTcp final : public ProcessGroup {
   std::string right_address_;
   Socket left_;   // receive only: from rank - 1
   Socket right_;  // send only: to rank + 1
-  std::vector<std::byte> scratch_;
+  PageBuffer scratch_;  // page-aligned: Note [4K aliasing] in the .cpp
 
   // What the communication thread is doing, for error messages.
   std::string current_;                // description of the running collective

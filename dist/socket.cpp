@@ -88,6 +88,13 @@ std::string format_address(const std::string& host, int port) {
   return host + ":" + std::to_string(port);
 }
 
+PageBuffer::PageBuffer(std::size_t bytes)
+    : data_(static_cast<std::byte*>(
+          std::aligned_alloc(kPage, std::max<std::size_t>(1, (bytes + kPage - 1) / kPage) * kPage))),
+      size_(bytes) {
+  DDP_CHECK(data_ != nullptr, "out of memory: a receive buffer of ", bytes, " bytes");
+}
+
 // ---- Ownership --------------------------------------------------------------------------
 
 Socket& Socket::operator=(Socket&& other) noexcept {

@@ -10,6 +10,8 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdlib>
+#include <memory>
 #include <string>
 
 namespace ddp {
@@ -70,6 +72,24 @@ class Socket {
 
  private:
   int fd_ = -1;
+};
+
+// Memory to recv() into that starts on a page boundary. Where a receive buffer starts
+// can make recv() three times slower: see Note [4K aliasing] in process_group_tcp.cpp.
+// (A std::vector of a few MiB starts 16 bytes past a page: the slow case.)
+class PageBuffer {
+ public:
+  static constexpr std::size_t kPage = 4096;
+  explicit PageBuffer(std::size_t bytes);  // uninitialised; throws when out of memory
+  std::byte* data() const { return data_.get(); }
+  std::size_t size() const { return size_; }
+
+ private:
+  struct Free {
+    void operator()(std::byte* p) const { std::free(p); }
+  };
+  std::unique_ptr<std::byte, Free> data_;
+  std::size_t size_;
 };
 
 // "host:port", with brackets around an IPv6 host.

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <set>
@@ -23,6 +24,7 @@
 
 #include "dist/file_store.hpp"
 #include "dist/process_group_tcp.hpp"
+#include "dist/socket.hpp"
 #include "dist/tcp_store.hpp"
 #include "tensor/error.hpp"
 #include "tensor/tensor.hpp"
@@ -255,6 +257,19 @@ TEST_CASE("ring chunks tile 0..n with sizes that differ by at most one", "[ch05]
         next = end;
       }
       CHECK(next == n);
+    }
+  }
+}
+
+TEST_CASE("PageBuffer starts on a page boundary (Note [4K aliasing])", "[ch05][tcp]") {
+  for (std::size_t bytes : {std::size_t{0}, std::size_t{1}, std::size_t{4097},
+                            ddp::ProcessGroupTcp::kScratchBytes}) {
+    ddp::PageBuffer buffer(bytes);
+    CHECK(reinterpret_cast<std::uintptr_t>(buffer.data()) % 4096 == 0);
+    CHECK(buffer.size() == bytes);
+    if (bytes > 0) {  // all of it is ours to write
+      std::memset(buffer.data(), 0xab, bytes);
+      CHECK(buffer.data()[bytes - 1] == std::byte{0xab});
     }
   }
 }
