@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <fstream>
 #include <map>
@@ -21,10 +22,14 @@
 #include <string_view>
 #include <vector>
 
+#include <poll.h>
+
 #include "bench/bench_args.hpp"
 #include "bench/timing.hpp"
 #include "dist/init.hpp"
 #include "dist/process_group.hpp"
+#include "dist/process_group_tcp.hpp"
+#include "dist/socket.hpp"
 #include "tensor/error.hpp"
 #include "tensor/tensor.hpp"
 
@@ -38,6 +43,7 @@ struct Options {
   std::vector<std::int64_t> sizes = {4096, 65536, 1048576, 16777216, 67108864};  // bytes
   int reps = 10;
   int timeout_s = 300;
+  bool floor = false;  // also time the plain TCP traffic of each size (tcp backend only)
   std::string anchors = DDP_SOURCE_DIR "/../shared/anchors";
 };
 
@@ -56,9 +62,15 @@ Options parse_options(int argc, char** argv) {
     if (flag == "--help" || flag == "-h") {
       std::printf(
           "usage: bench_allreduce --backend tcp|mpi [--sizes BYTES,BYTES,...] [--reps N]\n"
-          "                       [--label NAME] [--timeout-s S] [--anchors DIR]\n"
-          "run it under ddprun or mpirun; sizes default to 4 KiB, 64 KiB, 1, 16, 64 MiB\n");
+          "                       [--label NAME] [--timeout-s S] [--anchors DIR] [--floor]\n"
+          "run it under ddprun or mpirun; sizes default to 4 KiB, 64 KiB, 1, 16, 64 MiB\n"
+          "--floor (tcp only): also time the ring's traffic on plain TCP links, nothing else,\n"
+          "        hot (through 1 MiB of memory) and cold (through as much as it is)\n");
       std::exit(0);
+    }
+    if (flag == "--floor") {
+      o.floor = true;
+      continue;
     }
     DDP_CHECK(i + 1 < argc, flag, " needs a value\nhint: bench_allreduce --help");
     const std::string value = argv[++i];
@@ -161,11 +173,30 @@ struct Result {
   std::int64_t bytes = 0;
   int iters = 0;
   ddp::bench::Timing per_call;  // seconds per all_reduce, min and median over repetitions
+  std::optional<ddp::bench::Timing> hot, cold;  // seconds per StreamRing::stream of its traffic
 };
 
-// The anchors' protocol (RESULTS.md section 4): one correctness check, warm-up calls,
-// then `reps` repetitions of `iters` back-to-back calls between barriers. A repetition
-// takes as long as its slowest rank: its time is the maximum over ranks.
+// The anchors' protocol (RESULTS.md section 4) after the check: warm-up calls, then
+// `reps` repetitions of `iters` back-to-back calls between barriers. A repetition takes
+// as long as its slowest rank: its time is the maximum over ranks.
+template <typename Call>
+ddp::bench::Timing time_calls(ddp::ProcessGroup& group, int iters, const Options& o, Call call) {
+  const std::chrono::seconds timeout(o.timeout_s);
+  for (int k = 0; k < std::max(2, iters / 10); ++k) call();
+  std::vector<double> per_call;
+  ddp::Tensor slowest = ddp::empty({1});
+  for (int r = 0; r < o.reps; ++r) {
+    group.barrier()->wait(timeout);
+    const double t0 = ddp::bench::now_seconds();
+    for (int k = 0; k < iters; ++k) call();
+    slowest.data<float>()[0] = static_cast<float>(ddp::bench::now_seconds() - t0);
+    group.all_reduce(slowest, ddp::ReduceOp::Max)->wait(timeout);
+    per_call.push_back(slowest.data<float>()[0] / iters);
+  }
+  return ddp::bench::summarize(per_call);
+}
+
+// One correctness check of the sum, then the timing.
 Result measure(ddp::ProcessGroup& group, std::int64_t bytes, const Options& o) {
   const std::chrono::seconds timeout(o.timeout_s);
   const std::int64_t count = bytes / 4;
@@ -178,23 +209,116 @@ Result measure(ddp::ProcessGroup& group, std::int64_t bytes, const Options& o) {
     DDP_CHECK(p[i] == want, "rank ", group.rank(), ": all_reduce of ", count, " floats: element ",
               i, " is ", p[i], ", expected ", want);
   }
-
-  // Zeros from here on: a sum that grows by w every call would overflow to inf.
-  t.zero_();
+  t.zero_();  // zeros from here on: a sum that grows by w every call would overflow to inf
   const int iters = iterations_for(bytes);
-  for (int k = 0; k < std::max(2, iters / 10); ++k) group.all_reduce(t)->wait(timeout);
+  return {bytes, iters, time_calls(group, iters, o, [&] { group.all_reduce(t)->wait(timeout); }),
+          std::nullopt, std::nullopt};
+}
 
-  std::vector<double> per_call;
-  ddp::Tensor slowest = ddp::empty({1});
-  for (int r = 0; r < o.reps; ++r) {
-    group.barrier()->wait(timeout);
-    const double t0 = ddp::bench::now_seconds();
-    for (int k = 0; k < iters; ++k) group.all_reduce(t)->wait(timeout);
-    slowest.data<float>()[0] = static_cast<float>(ddp::bench::now_seconds() - t0);
-    group.all_reduce(slowest, ddp::ReduceOp::Max)->wait(timeout);
-    per_call.push_back(slowest.data<float>()[0] / iters);
+// ---- The floor: what the links cost by themselves ------------------------------------
+//
+// A ring all-reduce of B bytes makes every rank send 2(n-1)/n B to its right neighbour
+// and receive as much from its left. `--floor` times exactly that traffic on a ring of
+// plain TCP connections of its own, with nothing else to do: no reduction, no waiting
+// for a byte to arrive before passing it on, no header; sent in the tcp backend's
+// slices. On one host every byte is copied into the kernel by its sender and out of it
+// by its receiver, on the cores that run the ranks. It is timed twice:
+//   hot:  through 1 MiB of memory each way, round and round, which stays in the cache:
+//         those copies at their cheapest. No all-reduce over TCP sockets beats it here.
+//   cold: through as much memory as the traffic, so that every byte is read from and
+//         written to memory, as an all-reduce of a tensor larger than the caches must
+//         (at np 2 the traffic is one read and one write of the tensor, exactly).
+// "x hot" and "x cold" = that floor's time / the tcp backend's: how close it comes.
+class StreamRing {
+ public:
+  // Each rank listens where its tcp group listens; the addresses go round through an
+  // all_gather of the group; each rank connects to its right and accepts its left.
+  StreamRing(ddp::ProcessGroupTcp& group, std::chrono::seconds timeout) : timeout_(timeout) {
+    using Clock = ddp::Socket::Clock;
+    const std::string& ours = group.address();
+    const std::string host = ours.substr(0, ours.rfind(':'));
+    ddp::Socket listener = ddp::Socket::listen(host, 0);
+    const std::string address = ddp::format_address(host, listener.local_port());
+    // "host:port" as one int64 per character, zero-padded.
+    constexpr std::int64_t kLength = 80;
+    DDP_CHECK(static_cast<std::int64_t>(address.size()) < kLength, "address too long: ", address);
+    ddp::Tensor mine = ddp::zeros({kLength}, {ddp::DType::Int64});
+    for (std::size_t i = 0; i < address.size(); ++i) mine.data<std::int64_t>()[i] = address[i];
+    ddp::Tensor all = ddp::zeros({kLength * group.size()}, {ddp::DType::Int64});
+    group.all_gather(all, mine)->wait(timeout);
+    const int right = (group.rank() + 1) % group.size();
+    std::string right_address;
+    for (std::int64_t i = 0; i < kLength; ++i) {
+      const std::int64_t c = all.data<std::int64_t>()[right * kLength + i];
+      if (c == 0) break;
+      right_address += static_cast<char>(c);
+    }
+    const std::size_t colon = right_address.rfind(':');
+    std::string right_host = right_address.substr(0, colon);
+    if (right_host.starts_with('[')) right_host = right_host.substr(1, right_host.size() - 2);
+    const Clock::time_point deadline = Clock::now() + timeout;
+    right_ = ddp::Socket::connect(right_host, std::stoi(right_address.substr(colon + 1)), deadline);
+    left_ = listener.accept(deadline);
+    DDP_CHECK(left_.valid(), "rank ", group.rank(), ": the left neighbour never connected to ",
+              address, " for the floor measurement");
   }
-  return {bytes, iters, ddp::bench::summarize(per_call)};
+
+  static constexpr std::size_t kHotWindow = 1 << 20;
+
+  // Sends `bytes` to the right while receiving as many from the left, through the first
+  // `window` bytes of out_ and in_, round and round.
+  void stream(std::size_t bytes, std::size_t window) {
+    if (out_ == nullptr || out_->size() < window) {  // page-aligned, as scratch_ in the tcp
+      out_ = std::make_unique<ddp::PageBuffer>(window);  // group: Note [4K aliasing] in
+      in_ = std::make_unique<ddp::PageBuffer>(window);   // dist/process_group_tcp.cpp
+      std::memset(out_->data(), 1, window);  // touched: no page faults while timed
+      std::memset(in_->data(), 0, window);
+    }
+    const auto deadline = ddp::Socket::Clock::now() + timeout_;
+    std::size_t sent = 0, received = 0;
+    while (sent < bytes || received < bytes) {
+      bool moved = false;
+      if (sent < bytes) {
+        const std::size_t at = sent % window;
+        const std::size_t len =
+            std::min({bytes - sent, ddp::ProcessGroupTcp::kSendSliceBytes, window - at});
+        const std::size_t n = check(right_.send_some(out_->data() + at, len), "sending to the right");
+        sent += n;
+        moved = n > 0;
+      }
+      if (received < bytes) {
+        const std::size_t at = received % window;
+        const std::size_t got = check(
+            left_.recv_some(in_->data() + at, std::min(bytes - received, window - at)),
+            "receiving from the left");
+        received += got;
+        moved = moved || got > 0;
+      }
+      if (moved) continue;
+      DDP_CHECK(ddp::remaining_ms(deadline) > 0, "floor measurement: no progress within ",
+                timeout_.count(), " s");
+      pollfd fds[2] = {{left_.fd(), static_cast<short>(received < bytes ? POLLIN : 0), 0},
+                       {right_.fd(), static_cast<short>(sent < bytes ? POLLOUT : 0), 0}};
+      ::poll(fds, 2, std::min(100, ddp::remaining_ms(deadline)));
+    }
+  }
+
+ private:
+  static std::size_t check(const ddp::Socket::IoResult& r, const char* what) {
+    DDP_CHECK(r.status == ddp::Socket::IoStatus::Ok ||
+                  r.status == ddp::Socket::IoStatus::WouldBlock,
+              "floor measurement: a neighbour failed while ", what);
+    return r.bytes;
+  }
+
+  ddp::Socket left_, right_;
+  std::unique_ptr<ddp::PageBuffer> out_, in_;
+  std::chrono::seconds timeout_;
+};
+
+// The bytes one rank sends in a ring all-reduce of `bytes`: 2(n-1) of its n chunks.
+std::size_t ring_bytes_per_rank(std::int64_t bytes, int world) {
+  return static_cast<std::size_t>(bytes / 4 * 2 * (world - 1) / world * 4);
 }
 
 // ---- Printing --------------------------------------------------------------------------
@@ -216,10 +340,17 @@ void print_header(const Options& o, int world, const std::vector<Anchor>& anchor
     std::printf("  %-8s %s\n", a.name.c_str(),
                 a.seconds.empty() ? "anchor not found" : "busbw at the median");
   }
-  std::printf("'x NAME' = anchor median time / our median time (> 1: we are faster)\n\n");
-  std::printf("%10s %10s %6s %6s %10s %10s %8s %8s %8s | %8s %8s %8s | %6s %6s %6s\n", "size",
+  std::printf("'x NAME' = anchor median time / our median time (> 1: we are faster)\n");
+  if (o.floor) {
+    std::printf("hot, cold = the floors: the same bytes on plain TCP links and nothing else, "
+                "through 1 MiB of\nmemory (hot) or as much as they are (cold); median. 'x hot' "
+                "= hot / our time (<= 1)\n");
+  }
+  std::printf("\n%10s %10s %6s %6s %10s %10s %8s %8s %8s | %8s %8s %8s | %6s %6s %6s", "size",
               "count", "type", "iters", "time(us)", "min(us)", "algbw", "busbw", "best", "MPI shm",
               "MPI tcp", "gloo", "x shm", "x tcp", "x gloo");
+  std::printf(o.floor ? " | %9s %9s %6s %6s\n" : "\n", "hot(us)", "cold(us)", "x hot",
+              "x cold");
   std::printf("%10s %10s %6s %6s %10s %10s %8s %8s %8s | %8s %8s %8s |\n", "(B)", "(elts)", "", "",
               "median", "", "(GB/s)", "(GB/s)", "busbw", "busbw", "busbw", "busbw");
 }
@@ -244,7 +375,12 @@ void print_row(const Result& r, int world, const std::vector<Anchor>& anchors) {
     std::snprintf(buffer, sizeof buffer, " %6.2f", it->second / median);
     ratios += buffer;
   }
-  std::printf(" |%s\n", ratios.c_str());
+  std::printf(" |%s", ratios.c_str());
+  if (r.hot && r.cold) {
+    std::printf(" | %9.1f %9.1f %6.2f %6.2f", r.hot->median_s * 1e6, r.cold->median_s * 1e6,
+                r.hot->median_s / median, r.cold->median_s / median);
+  }
+  std::printf("\n");
 }
 
 }  // namespace
@@ -261,9 +397,23 @@ int main(int argc, char** argv) {
     const int world = group->size();
     const std::vector<Anchor> anchors = load_anchors(o.anchors, world);
     if (rank == 0) print_header(o, world, anchors);
+    std::optional<StreamRing> floor_ring;
+    if (o.floor && world > 1) {
+      auto* tcp = dynamic_cast<ddp::ProcessGroupTcp*>(group.get());
+      DDP_CHECK(tcp != nullptr, "--floor times plain TCP links beside the tcp backend; run it "
+                "with --backend tcp");
+      floor_ring.emplace(*tcp, std::chrono::seconds(o.timeout_s));
+    }
     std::vector<Result> results;
     for (const std::int64_t bytes : o.sizes) {
       results.push_back(measure(*group, bytes, o));
+      if (floor_ring) {
+        Result& r = results.back();
+        const std::size_t traffic = ring_bytes_per_rank(bytes, world);
+        const std::size_t hot = std::min(traffic, StreamRing::kHotWindow);
+        r.hot = time_calls(*group, r.iters, o, [&] { floor_ring->stream(traffic, hot); });
+        r.cold = time_calls(*group, r.iters, o, [&] { floor_ring->stream(traffic, traffic); });
+      }
       if (rank == 0) {
         print_row(results.back(), world, anchors);
         std::fflush(stdout);
@@ -282,6 +432,10 @@ int main(int argc, char** argv) {
           const auto it = a.seconds.find(r.bytes);
           const double us = it == a.seconds.end() ? 0.0 : it->second * 1e6;
           std::printf(" anchor_%s_us=%.3f", key.c_str(), us);
+        }
+        if (r.hot && r.cold) {
+          std::printf(" floor_hot_us_median=%.3f floor_cold_us_median=%.3f",
+                      r.hot->median_s * 1e6, r.cold->median_s * 1e6);
         }
         std::printf("\n");
       }

@@ -8,6 +8,11 @@
 # interleaved, round after round, so that a busy spell of the machine hits all of them;
 # the table takes each one's best median over the rounds, and its ratios are times:
 # 1.20x in the column "/raw-tcp" means our tcp backend took 1/1.2 of Open MPI's time.
+# The tcp run also times its floors (bench_allreduce --floor): the same bytes on plain TCP
+# links with nothing else to do, through memory that stays in the cache ("hot", the time
+# no all-reduce over TCP sockets can beat here) or through as much memory as they are
+# ("cold", every byte read and written once, as a large tensor's must be). "gloo/hot" is
+# then the most any TCP all-reduce could gain on Gloo on this machine.
 #   bench/allreduce.sh [BUILD_DIR] [ROUNDS] [NPS]       # defaults: build/release 2 "2 4"
 #   bench/allreduce.sh build/verify 3 "2 4"
 # Extra flags for bench_allreduce go in $BENCH_FLAGS (e.g. "--reps 5 --sizes 1048576").
@@ -47,7 +52,7 @@ fi
 run() {  # run <label> <np>: one bench_allreduce job; its result lines go to $results
   local label=$1 np=$2 out
   case $label in
-  tcp) out=$("$ddprun" --nproc-per-node "$np" "$bench" --backend tcp $flags 2>&1) ;;
+  tcp) out=$("$ddprun" --nproc-per-node "$np" "$bench" --backend tcp --floor $flags 2>&1) ;;
   mpi-tcp) out=$(mpirun -np "$np" --oversubscribe --mca pml ob1 --mca btl self,tcp \
                    "$bench" --backend mpi --label mpi-tcp $flags 2>&1) ;;
   mpi-shm) out=$(mpirun -np "$np" --oversubscribe "$bench" --backend mpi --label mpi-shm \
@@ -78,29 +83,38 @@ done
 
 # Best median per (np, bytes, label); the anchors as bench_allreduce read them. Only the
 # sizes bench_allreduce ran are shown (raw-tcp also measures 4 bytes).
-printf "%3s %9s | %9s %9s %9s %9s %9s | %9s %9s | %8s %8s %8s %8s %8s\n" np bytes "tcp" \
-  "raw-tcp" "mpi-tcp" "mpi-shm" "gloo" "gloo*" "rawtcp*" "/raw-tcp" "/mpi-tcp" "/gloo" "/gloo*" \
-  "/rawtcp*"
+printf "%3s %9s | %9s %9s %9s %9s %9s | %9s %9s | %9s %9s | %8s %8s %8s %8s %8s | %6s %6s %9s %9s\n" \
+  np bytes "tcp" "raw-tcp" "mpi-tcp" "mpi-shm" "gloo" "hot" "cold" "gloo*" "rawtcp*" \
+  "/raw-tcp" "/mpi-tcp" "/gloo" "/gloo*" "/rawtcp*" "/hot" "/cold" "gloo/hot" "gloo/cold"
 awk '
   { delete f; for (i = 2; i <= NF; ++i) { split($i, kv, "="); f[kv[1]] = kv[2] } }
   { k = f["np"] " " f["bytes"]; t = f["time_us_median"] + 0; l = f["label"]
     if (!((k, l) in best) || t < best[k, l]) best[k, l] = t
-    if (l == "tcp") { keys[k] = 1; tcp[k] = f["anchor_MPI_tcp_us"]; gloo[k] = f["anchor_gloo_us"] } }
+    if (l == "tcp") { keys[k] = 1; tcp[k] = f["anchor_MPI_tcp_us"]; gloo[k] = f["anchor_gloo_us"]
+                      keep_min(k, "hot", f["floor_hot_us_median"] + 0)
+                      keep_min(k, "cold", f["floor_cold_us_median"] + 0) } }
+  function keep_min(k, l, t) { if (t > 0 && (!((k, l) in best) || t < best[k, l])) best[k, l] = t }
   function ratio(a, b) { return (a > 0 && b > 0) ? sprintf("%7.2fx", a / b) : "       -" }
+  function short(a, b) { return (a > 0 && b > 0) ? sprintf("%5.2fx", a / b) : "     -" }
   function us(k, l) { return ((k, l) in best) ? sprintf("%9.1f", best[k, l]) : "        -" }
   END {
     for (k in keys) {
       split(k, p, " "); a = best[k, "tcp"]
-      printf "%3d %9d | %s %s %s %s %s | %9.1f %9.1f | %s %s %s %s %s\n", p[1], p[2],
-             us(k, "tcp"), us(k, "raw-tcp"), us(k, "mpi-tcp"), us(k, "mpi-shm"), us(k, "gloo"),
-             gloo[k], tcp[k], ratio(best[k, "raw-tcp"], a), ratio(best[k, "mpi-tcp"], a),
-             ratio(best[k, "gloo"], a), ratio(gloo[k], a), ratio(tcp[k], a)
+      printf "%3d %9d | %s %s %s %s %s | %s %s | %9.1f %9.1f | %s %s %s %s %s | %s %s %9s %9s\n",
+             p[1], p[2], us(k, "tcp"), us(k, "raw-tcp"), us(k, "mpi-tcp"), us(k, "mpi-shm"),
+             us(k, "gloo"), us(k, "hot"), us(k, "cold"), gloo[k], tcp[k],
+             ratio(best[k, "raw-tcp"], a), ratio(best[k, "mpi-tcp"], a), ratio(best[k, "gloo"], a),
+             ratio(gloo[k], a), ratio(tcp[k], a), short(best[k, "hot"], a), short(best[k, "cold"], a),
+             ratio(best[k, "gloo"], best[k, "hot"]), ratio(best[k, "gloo"], best[k, "cold"])
     }
   }' "$results" | sort -k1,1n -k2,2n
 cat <<END
 us per call: the best median over $rounds round(s). tcp = ddp tcp backend (ddprun);
 raw-tcp = MPI_Allreduce over --mca btl self,tcp (anchors/cpp, live); gloo = PyTorch's
 gloo all_reduce (anchors/allreduce_gloo.py, live); mpi-tcp / mpi-shm =
-ddp's mpi backend over Open MPI tcp / shared memory; * = anchor (shared/anchors/results,
-the faster median of run1/run2). /X = X's time / tcp's time (> 1: tcp is faster).
+ddp's mpi backend over Open MPI tcp / shared memory; hot, cold = the tcp run's traffic on
+plain TCP links, nothing else, through cached / uncached memory (bench_allreduce --floor);
+* = anchor (shared/anchors/results, the faster median of run1/run2). /X = X's time /
+tcp's time (> 1: tcp is faster); gloo/hot = gloo's time / the hot floor: no TCP
+all-reduce can be more times faster than Gloo here.
 END
