@@ -9,10 +9,10 @@
 # the table takes each one's best median over the rounds, and its ratios are times:
 # 1.20x in the column "/raw-tcp" means our tcp backend took 1/1.2 of Open MPI's time.
 # The tcp run also times its floors (bench_allreduce --floor): the same bytes on plain TCP
-# links with nothing else to do, through memory that stays in the cache ("hot", the time
-# no all-reduce over TCP sockets can beat here) or through as much memory as they are
-# ("cold", every byte read and written once, as a large tensor's must be). "gloo/hot" is
-# then the most any TCP all-reduce could gain on Gloo on this machine.
+# links with nothing else to do, through memory that stays in the cache ("hot", the
+# kernel's copies at their cheapest) or through as much memory as they are ("cold",
+# every byte read and written once, as a large tensor's must be). "gloo/hot" is then
+# about the most any TCP all-reduce could gain on Gloo on this machine.
 #   bench/allreduce.sh [BUILD_DIR] [ROUNDS] [NPS]       # defaults: build/release 2 "2 4"
 #   bench/allreduce.sh build/verify 3 "2 4"
 # Extra flags for bench_allreduce go in $BENCH_FLAGS (e.g. "--reps 5 --sizes 1048576").
@@ -115,6 +115,6 @@ gloo all_reduce (anchors/allreduce_gloo.py, live); mpi-tcp / mpi-shm =
 ddp's mpi backend over Open MPI tcp / shared memory; hot, cold = the tcp run's traffic on
 plain TCP links, nothing else, through cached / uncached memory (bench_allreduce --floor);
 * = anchor (shared/anchors/results, the faster median of run1/run2). /X = X's time /
-tcp's time (> 1: tcp is faster); gloo/hot = gloo's time / the hot floor: no TCP
-all-reduce can be more times faster than Gloo here.
+tcp's time (> 1: tcp is faster); gloo/hot = gloo's time / the hot floor: about the
+most any TCP all-reduce could gain on Gloo here.
 END
