@@ -238,8 +238,7 @@ class StreamRing {
   // all_gather of the group; each rank connects to its right and accepts its left.
   StreamRing(ddp::ProcessGroupTcp& group, std::chrono::seconds timeout) : timeout_(timeout) {
     using Clock = ddp::Socket::Clock;
-    const std::string& ours = group.address();
-    const std::string host = ours.substr(0, ours.rfind(':'));
+    const std::string host = ddp::split_address(group.address()).first;
     ddp::Socket listener = ddp::Socket::listen(host, 0);
     const std::string address = ddp::format_address(host, listener.local_port());
     // "host:port" as one int64 per character, zero-padded.
@@ -256,11 +255,9 @@ class StreamRing {
       if (c == 0) break;
       right_address += static_cast<char>(c);
     }
-    const std::size_t colon = right_address.rfind(':');
-    std::string right_host = right_address.substr(0, colon);
-    if (right_host.starts_with('[')) right_host = right_host.substr(1, right_host.size() - 2);
+    const auto [right_host, right_port] = ddp::split_address(right_address);
     const Clock::time_point deadline = Clock::now() + timeout;
-    right_ = ddp::Socket::connect(right_host, std::stoi(right_address.substr(colon + 1)), deadline);
+    right_ = ddp::Socket::connect(right_host, right_port, deadline);
     left_ = listener.accept(deadline);
     DDP_CHECK(left_.valid(), "rank ", group.rank(), ": the left neighbour never connected to ",
               address, " for the floor measurement");

@@ -76,14 +76,6 @@ std::string reachable_address(Store& store) {
   return address.empty() ? "127.0.0.1" : address;
 }
 
-std::pair<std::string, int> split_address(const std::string& address) {
-  const auto colon = address.rfind(':');
-  DDP_CHECK(colon != std::string::npos, "malformed ring address \"", address, "\"");
-  std::string host = address.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
-  return {host, std::stoi(address.substr(colon + 1))};
-}
-
 }  // namespace
 
 ProcessGroupTcp::ProcessGroupTcp(std::shared_ptr<Store> store, int rank, int size,

@@ -95,6 +95,18 @@ PageBuffer::PageBuffer(std::size_t bytes)
   DDP_CHECK(data_ != nullptr, "out of memory: a receive buffer of ", bytes, " bytes");
 }
 
+std::pair<std::string, int> split_address(const std::string& address) {
+  const auto colon = address.rfind(':');
+  char* end = nullptr;
+  const char* digits = colon == std::string::npos ? nullptr : address.c_str() + colon + 1;
+  const long port = digits == nullptr ? -1 : std::strtol(digits, &end, 10);
+  DDP_CHECK(port >= 0 && port <= 65535 && end != digits && *end == '\0',
+            "malformed address \"", address, "\": expected host:port");
+  std::string host = address.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+  return {host, static_cast<int>(port)};
+}
+
 // ---- Ownership --------------------------------------------------------------------------
 
 Socket& Socket::operator=(Socket&& other) noexcept {

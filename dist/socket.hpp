@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <utility>
 
 namespace ddp {
 
@@ -94,6 +95,9 @@ class PageBuffer {
 
 // "host:port", with brackets around an IPv6 host.
 std::string format_address(const std::string& host, int port);
+
+// The reverse: {"::1", 4711} from "[::1]:4711". Throws ddp::Error on a malformed address.
+std::pair<std::string, int> split_address(const std::string& address);
 
 // The numeric IPv4 address `host` resolves to ("10.1.2.3"), or "" when it does not.
 std::string resolve_ipv4(const std::string& host);

@@ -261,6 +261,17 @@ TEST_CASE("ring chunks tile 0..n with sizes that differ by at most one", "[ch05]
   }
 }
 
+TEST_CASE("split_address undoes format_address and refuses what is not host:port",
+          "[ch05][tcp]") {
+  for (const auto& [host, port] : std::vector<std::pair<std::string, int>>{
+           {"127.0.0.1", 4711}, {"::1", 0}, {"node07", 65535}}) {
+    CHECK(ddp::split_address(ddp::format_address(host, port)) == std::make_pair(host, port));
+  }
+  for (const char* bad : {"127.0.0.1", "127.0.0.1:", "127.0.0.1:http", "h:70000", "h:-1"}) {
+    CHECK_THROWS_WITH(ddp::split_address(bad), Catch::Contains("expected host:port"));
+  }
+}
+
 TEST_CASE("PageBuffer starts on a page boundary (Note [4K aliasing])", "[ch05][tcp]") {
   for (std::size_t bytes : {std::size_t{0}, std::size_t{1}, std::size_t{4097},
                             ddp::ProcessGroupTcp::kScratchBytes}) {
