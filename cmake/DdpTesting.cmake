@@ -18,6 +18,14 @@ endif()
 
 set(DDP_SKIP_RETURN_CODE 77)
 
+# The environment of every test that starts processes as a user does (ddprun, mpirun):
+# Open MPI as root; vader's single-copy (CMA) needs ptrace rights that containers often
+# lack; loopback only; one OpenMP thread per rank.
+set(DDP_PROCESS_ENV "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;\
+OMPI_MCA_btl_vader_single_copy_mechanism=none;OMPI_MCA_btl_tcp_if_include=lo;\
+OMPI_MCA_oob_tcp_if_include=lo;OMP_NUM_THREADS=1")
+
+
 function(ddp_add_test)
   cmake_parse_arguments(T "CUDA" "NAME;CHAPTER;LAYER;TIMEOUT" "SOURCES;LIBS" ${ARGN})
   if(NOT T_TIMEOUT)
@@ -51,4 +59,12 @@ function(ddp_add_test)
     "  set_tests_properties(\${${T_NAME}_TESTS} PROPERTIES LABELS \"${T_CHAPTER};${T_LAYER}\")\n"
     "endif()\n")
   set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${labels_script})
+endfunction()
+
+# ddp_add_process_test(<name> <labels> <timeout> COMMAND...): a test that starts processes
+# as a user does (ddprun, mpirun, a script), in DDP_PROCESS_ENV.
+function(ddp_add_process_test name labels timeout)
+  add_test(NAME "${name}" COMMAND ${ARGN})
+  set_tests_properties("${name}" PROPERTIES LABELS "${labels}" TIMEOUT ${timeout}
+                       ENVIRONMENT "${DDP_PROCESS_ENV}")
 endfunction()

@@ -11,10 +11,10 @@ BasicBlock::BasicBlock(std::int64_t in_channels, std::int64_t out_channels, std:
   // Registration order = the order of PyTorch's __init__ = the state_dict order.
   conv1_ = register_module("conv1", std::make_shared<Conv2d>(in_channels, out_channels, 3,
                                                              stride, 1, /*bias=*/false, gen));
-  bn1_ = register_module("bn1", std::make_shared<BatchNorm2d>(out_channels));
+  register_module("bn1", std::make_shared<BatchNorm2d>(out_channels));
   conv2_ = register_module("conv2", std::make_shared<Conv2d>(out_channels, out_channels, 3, 1,
                                                              1, /*bias=*/false, gen));
-  bn2_ = register_module("bn2", std::make_shared<BatchNorm2d>(out_channels));
+  register_module("bn2", std::make_shared<BatchNorm2d>(out_channels));
   shortcut_ = register_module("shortcut", std::make_shared<Sequential>());
   if (stride != 1 || in_channels != out_channels) {
     shortcut_->push_back(std::make_shared<Conv2d>(in_channels, out_channels, 1, stride, 0,
@@ -24,8 +24,8 @@ BasicBlock::BasicBlock(std::int64_t in_channels, std::int64_t out_channels, std:
 }
 
 Variable BasicBlock::forward(const Variable& x) {
-  Variable out = relu(bn1_->forward(conv1_->forward(x)));
-  out = bn2_->forward(conv2_->forward(out));
+  Variable out = relu(bn1()(conv1_->forward(x)));
+  out = bn2()(conv2_->forward(out));
   return relu(out + shortcut_->forward(x));
 }
 

@@ -33,9 +33,11 @@ class BasicBlock final : public Module {
 
   // The layers, for code that walks the block step by step (the chapter's shape table).
   Conv2d& conv1() const { return *conv1_; }
-  BatchNorm2d& bn1() const { return *bn1_; }
+  // The normalisation layers are reached by name: a BatchNorm2d, or whatever replaced
+  // it (chapter 06's SyncBatchNorm2d; Note [Swapping a child] in nn/module.cpp).
+  Module& bn1() const { return child("bn1"); }
   Conv2d& conv2() const { return *conv2_; }
-  BatchNorm2d& bn2() const { return *bn2_; }
+  Module& bn2() const { return child("bn2"); }
   Sequential& shortcut() const { return *shortcut_; }
 
  private:
@@ -43,9 +45,7 @@ class BasicBlock final : public Module {
   std::int64_t out_channels_;
   std::int64_t stride_;
   std::shared_ptr<Conv2d> conv1_;
-  std::shared_ptr<BatchNorm2d> bn1_;
   std::shared_ptr<Conv2d> conv2_;
-  std::shared_ptr<BatchNorm2d> bn2_;
   std::shared_ptr<Sequential> shortcut_;
 };
 

@@ -6,7 +6,9 @@
 // buffers "running_mean" (C, 0) and "running_var" (C, 1). PyTorch also keeps an int64
 // "num_batches_tracked", which only matters when momentum is None; it is left out here
 // (and is absent from the parity fixture, which keeps floating-point tensors only).
-// The running statistics are per process: DDP does not synchronise them (as in PyTorch).
+// Under DDP every rank normalises with the statistics of its own batch; DDP broadcasts
+// rank 0's running statistics before each forward (broadcast_buffers, as PyTorch does).
+// dist/parallel/sync_batch_norm.hpp is the variant whose statistics are the global batch's.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +30,9 @@ class BatchNorm2d final : public Module {
   const Variable& bias() const { return bias_; }
   const Tensor& running_mean() const { return running_mean_.data(); }
   const Tensor& running_var() const { return running_var_.data(); }
+  std::int64_t num_features() const { return num_features_; }
+  double eps() const { return eps_; }
+  double momentum() const { return momentum_; }
 
  private:
   std::int64_t num_features_;

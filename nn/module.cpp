@@ -49,6 +49,36 @@ void Module::add_child(std::string name, std::shared_ptr<Module> module) {
   children_.emplace_back(std::move(name), std::move(module));
 }
 
+// Note [Swapping a child]
+// PyTorch converts a model to SyncBatchNorm by assigning a new object to an attribute
+// (`module.bn1 = SyncBatchNorm(...)`): Python's attributes are the registry of children,
+// and forward reads them again at every call. Here the registry is children_, so a swap
+// is an assignment into it; and a parent whose forward must run whatever is registered
+// reaches that child by name (child("bn1")), as a Python forward reads self.bn1, instead
+// of keeping a typed pointer of its own that the swap could not see. ResNetMnist and
+// BasicBlock do so for their normalisation layers, Sequential for all its layers.
+
+Module& Module::child(std::string_view name) const {
+  std::string names;
+  for (const auto& [existing, module] : children_) {
+    if (existing == name) return *module;
+    names += (names.empty() ? "" : ", ") + existing;
+  }
+  DDP_FAIL(describe(), " has no child '", name, "' (its children: ",
+           names.empty() ? "none" : names, ")");
+}
+
+void Module::replace_child(std::string_view name, std::shared_ptr<Module> replacement) {
+  DDP_CHECK(replacement != nullptr, "replace_child('", name, "'): null module");
+  for (auto& [existing, module] : children_) {
+    if (existing == name) {
+      module = std::move(replacement);
+      return;
+    }
+  }
+  child(name);  // throws, naming the children there are
+}
+
 // ---- Recursive walks ---------------------------------------------------------------------
 // Own entries first, then each child's with "<child name>." in front: the order of
 // PyTorch's named_parameters() and state_dict().

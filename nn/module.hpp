@@ -5,7 +5,9 @@
 // From those three lists it answers everything a training loop and DDP ask: all
 // parameters in a fixed order, their dotted names ("block2.shortcut.0.weight", exactly
 // PyTorch's state_dict names), train/eval mode, moving to a GPU, saving and loading.
-// It does not do hooks, parameter groups or deep copies.
+// A child can be swapped for another module of the same role (replace_child): chapter 06
+// turns every BatchNorm2d into a SyncBatchNorm2d that way. It does not do hooks,
+// parameter groups or deep copies.
 #pragma once
 
 #include <cstdint>
@@ -48,6 +50,19 @@ class Module {
   std::vector<std::pair<std::string, Module*>> named_modules();
   std::vector<Variable> parameters() const;
   std::int64_t num_parameters() const;  // total number of trainable values
+
+  // ---- Children ------------------------------------------------------------------------
+  // The direct children, in registration order.
+  const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& children() const {
+    return children_;
+  }
+  // The direct child registered as `name`; ddp::Error naming the children when absent.
+  Module& child(std::string_view name) const;
+  // Puts `replacement` where the child `name` was, keeping its name and its place in
+  // every walk (so the dotted names and the parameter order stay as they were). A
+  // forward that reaches its children through child() or children() runs the new one:
+  // Note [Swapping a child].
+  void replace_child(std::string_view name, std::shared_ptr<Module> replacement);
 
   // ---- Mode, device, gradients ---------------------------------------------------------
   // Training mode (the default) vs evaluation mode; only BatchNorm2d behaves differently.

@@ -39,7 +39,7 @@ class ResNetMnist final : public Module {
   std::string describe() const override { return "ResNetMnist"; }
 
   Conv2d& conv() const { return *conv_; }
-  BatchNorm2d& bn() const { return *bn_; }
+  Module& bn() const { return child("bn"); }  // by name: Note [Swapping a child]
   BasicBlock& block1() const { return *block1_; }
   BasicBlock& block2() const { return *block2_; }
   BasicBlock& block3() const { return *block3_; }
@@ -47,7 +47,6 @@ class ResNetMnist final : public Module {
 
  private:
   std::shared_ptr<Conv2d> conv_;
-  std::shared_ptr<BatchNorm2d> bn_;
   std::shared_ptr<BasicBlock> block1_;
   std::shared_ptr<BasicBlock> block2_;
   std::shared_ptr<BasicBlock> block3_;

@@ -4,21 +4,21 @@
 namespace ddp::nn {
 
 Module& Sequential::operator[](std::size_t i) const {
-  DDP_CHECK(i < layers_.size(), "Sequential[", i, "]: it has ", layers_.size(), " layers");
-  return *layers_[i];
+  DDP_CHECK(i < size(), "Sequential[", i, "]: it has ", size(), " layers");
+  return *children()[i].second;
 }
 
 Variable Sequential::forward(const Variable& x) {
   Variable out = x;
-  for (const auto& layer : layers_) out = layer->forward(out);
+  for (const auto& [name, layer] : children()) out = layer->forward(out);
   return out;
 }
 
 std::string Sequential::describe() const {
-  if (layers_.empty()) return "Sequential() (identity)";
+  if (empty()) return "Sequential() (identity)";
   std::string out = "Sequential(";
-  for (std::size_t i = 0; i < layers_.size(); ++i) {
-    out += (i == 0 ? "" : ", ") + layers_[i]->describe();
+  for (const auto& [name, layer] : children()) {
+    out += (name == "0" ? "" : ", ") + layer->describe();
   }
   return out + ")";
 }

@@ -20,20 +20,17 @@ class Sequential final : public Module {
   // Appends `module` as child number size(). Returns it, for chaining set-up code.
   template <typename M>
   std::shared_ptr<M> push_back(std::shared_ptr<M> module) {
-    register_module(std::to_string(layers_.size()), module);
-    layers_.push_back(module);
+    register_module(std::to_string(size()), module);
     return module;
   }
-  std::size_t size() const { return layers_.size(); }
-  bool empty() const { return layers_.empty(); }
+  // The layers are the children, so a layer swapped by replace_child is the one that runs.
+  std::size_t size() const { return children().size(); }
+  bool empty() const { return size() == 0; }
   Module& operator[](std::size_t i) const;
 
   // x -> layer[n-1](...layer[0](x)); x itself when empty.
   Variable forward(const Variable& x) override;
   std::string describe() const override;
-
- private:
-  std::vector<std::shared_ptr<Module>> layers_;
 };
 
 }  // namespace ddp::nn

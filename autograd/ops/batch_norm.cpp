@@ -17,7 +17,7 @@
 
 namespace ddp {
 
-namespace {
+namespace detail {
 
 // t: (B, C, H, W) -> (C), the sum over batch and space. Seen as (B, C, H*W), that is two
 // plain reductions: over the pixels (dim 2), then over the batch (dim 0).
@@ -25,8 +25,14 @@ Tensor channel_sum(const Tensor& t) {
   return ddp::sum(ddp::sum(t.reshape({t.size(0), t.size(1), -1}), 2), 0);
 }
 
-// (C) -> (1, C, 1, 1): a view that broadcasts against (B, C, H, W).
 Tensor per_channel(const Tensor& v) { return v.view({1, v.size(0), 1, 1}); }
+
+}  // namespace detail
+
+namespace {
+
+using detail::channel_sum;
+using detail::per_channel;
 
 // Note [The batch-norm backward]
 // With xhat = (x - mean) * rstd and y = xhat * w + b, per channel over its N values:

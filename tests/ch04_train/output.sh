@@ -12,7 +12,9 @@ small_mnist "$data" mnist && data=$PWD/mnist
 train run.log --epochs 2 --batch-size 64 --metrics run.csv
 cat run.log
 ! grep -q $'\r' run.log || fail "carriage returns in a log"
-grep -q '^ddp-train: device cpu, batch 64, lr 0.1, momentum 0.9, weight decay 0.0005, seed 3$' \
+recipe='ddp-train: device cpu, 1 thread, 1 process, batch 64, lr 0.1 (1 warm-up epoch '
+recipe+='from lr/10, then cosine to 0), momentum 0.9, weight decay 0.0005, seed 3'
+grep -qxF "$recipe" \
   run.log || fail "no header line with the recipe"
 grep -q '^epoch 1/2 step 4/4 loss [0-9.]* [0-9]* img/s$' run.log || fail "no plain progress line"
 [ -n "$(summary run.log 1)" ] && [ -n "$(summary run.log 2)" ] || fail "missing epoch summaries"

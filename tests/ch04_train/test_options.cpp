@@ -1,5 +1,5 @@
 // Chapter 04, ddp-train's command line (tools/ddp_train/options.cpp): the defaults are
-// the recipe of shared/anchors/ref_model.py, every flag reaches its field, and a bad value
+// the recipe of bench/torch/ref_model.py, every flag reaches its field, and a bad value
 // or an unknown flag throws ddp::Error naming the flag and the text it could not use.
 #include <catch2/catch.hpp>
 
@@ -7,40 +7,32 @@
 #include <vector>
 
 #include "tensor/error.hpp"
+#include "tests/ch04_train/parse_options.hpp"
 #include "tools/ddp_train/options.hpp"
 
-namespace {
-
-using ddp::train::parse_options;
+using ddp::train::per_rank_batch;
 using ddp::train::TrainOptions;
-
-// parse_options over {"ddp-train", args...}, as main() would see them.
-TrainOptions parse(const std::vector<std::string>& args) {
-  std::vector<const char*> argv{"ddp-train"};
-  for (const auto& a : args) argv.push_back(a.c_str());
-  return parse_options(static_cast<int>(argv.size()), argv.data());
-}
-
-// The first line of the ddp::Error that parsing `args` throws ("" when none is thrown):
-// the line main() prints as "ddp-train: <line>" (the rest is the file:line of the check).
-std::string error_of(const std::vector<std::string>& args) {
-  try {
-    parse(args);
-  } catch (const ddp::Error& e) {
-    const std::string message = e.what();
-    return message.substr(0, message.find('\n'));
-  }
-  return "";
-}
-
-}  // namespace
+using ddp::test::error_of;
+using ddp::test::parse;
 
 TEST_CASE("ddp-train defaults are the ref_model recipe", "[ch04][train]") {
   const TrainOptions o = parse({});
   CHECK(o.lr == 0.1);
   CHECK(o.momentum == 0.9);
   CHECK(o.weight_decay == 5e-4);
-  CHECK(o.batch_size == 128);
+  // The batch: 128 over all ranks unless a flag says otherwise (chapter 06).
+  CHECK(o.batch_size == 0);
+  CHECK(o.global_batch_size == 0);
+  CHECK(per_rank_batch(o, 1) == 128);
+  CHECK(per_rank_batch(o, 2) == 64);
+  CHECK(per_rank_batch(o, 4) == 32);
+  CHECK(o.schedule == "cosine");
+  CHECK(o.warmup_epochs == 1);
+  CHECK(o.backend == "auto");
+  CHECK_FALSE(o.sync_bn);
+  CHECK(o.grad_sync == "flat");
+  CHECK(o.broadcast_buffers);
+  CHECK(o.check_sync == 0);
   CHECK(o.epochs == 5);
   CHECK(o.max_steps == 0);
   CHECK(o.seed == 0);

@@ -8,6 +8,11 @@
 #             direct  `bash SCRIPT` (the .mpirun.sh scripts)
 #     CHECK   line PATTERN...          each regex PATTERN matches some line of the log
 #             train                    ddp-train's `final:` line is there
+#             train-as-ddprun RANKS    ddp-train ran on RANKS ranks, and its header, epoch
+#                                      summaries (without timings) and `final:` line
+#                                      (without the wall time) equal those of
+#                                      `ddprun --nproc-per-node RANKS ddp-train
+#                                      $DDP_TRAIN_ARGS --backend tcp`, run here after the job
 #             hello RANKS LAUNCHER HOST...  rank 0's table: RANKS rows, ranks 0..RANKS-1
 #                                      once each, placed in blocks on the HOSTs in order,
 #                                      all set up by LAUNCHER; ddp-doctor said OK first
@@ -116,6 +121,44 @@ case $check in
   train)
     grep -Eq '^final: test accuracy [0-9.]+% \([0-9]+/[0-9]+ after epoch [0-9]+\)' "$log" ||
       fail "ddp-train's 'final:' line is missing"
+    ;;
+  train-as-ddprun)
+    # Where the ranks run must not change the arithmetic: the tcp ring adds in an order
+    # that depends on the ranks alone. DDP_TRAIN_ARGS is the job's flags (ctest sets it,
+    # so that the script's default and this check cannot drift apart).
+    ranks=$1
+    # mpirun gives local ranks a pseudo-terminal, so ddp-train draws its progress bar with
+    # carriage returns, and the epoch summary follows the bar on the same line.
+    tr '\r' '\n' <"$log" >"$scratch/split" && log=$scratch/split
+    [[ -n ${DDP_TRAIN_ARGS:-} ]] || fail "train-as-ddprun needs the job's flags in DDP_TRAIN_ARGS"
+    [[ ${DDP_BACKEND:-tcp} == tcp ]] ||
+      fail "train-as-ddprun compares tcp runs (ddprun has no MPI), not DDP_BACKEND=$DDP_BACKEND"
+    # ddp-train's summary lines, without what depends on the machine's speed.
+    results() {
+      grep -E '^(ddp-train: device |epoch [0-9]+/[0-9]+: |final: )' "$1" |
+        sed -E 's/, [0-9.]+ img\/s, [0-9.]+ s$//; s/, wall time [0-9.]+ s$//'
+    }
+    grep -Eq "^ddp-train: device .*, $ranks ranks \(tcp," "$log" ||
+      fail "ddp-train's header does not say '$ranks ranks (tcp, ...)'"
+    [[ $(grep -c '^final: ' "$log") == 1 ]] || fail "expected one 'final:' line (rank 0's)"
+    grep -Eq '^final: test accuracy [0-9.]+% \([0-9]+/[0-9]+ after epoch [0-9]+\)' "$log" ||
+      fail "ddp-train's 'final:' line is missing"
+    # shellcheck disable=SC2206  # DDP_TRAIN_ARGS is a list of flags
+    reference=("$DDP_BUILD/bin/ddprun" --nproc-per-node "$ranks" --timeout "$job_timeout"
+               "$DDP_BUILD/bin/ddp-train" $DDP_TRAIN_ARGS --backend tcp)
+    echo "---- reference, here: ${reference[*]#"$DDP_BUILD/"} ----"
+    "${reference[@]}" >"$scratch/reference.raw" 2>&1
+    ref_rc=$?
+    cat "$scratch/reference.raw"
+    echo "---- end of reference (exit code $ref_rc) ----"
+    ((ref_rc == 0)) || fail "the reference run exited with code $ref_rc"
+    tr '\r' '\n' <"$scratch/reference.raw" | sed -E 's/^\[rank [0-9]+\] //' >"$scratch/reference"
+    results "$log" >"$scratch/job.results"
+    results "$scratch/reference" >"$scratch/reference.results"
+    grep -q '^final: ' "$scratch/reference.results" || fail "the reference printed no 'final:' line"
+    diff -u --label "$script" --label "ddprun here" "$scratch/job.results" \
+      "$scratch/reference.results" || fail "the job's results differ from ddprun's (diff above)"
+    echo "same as ddprun here: $(grep '^final: ' "$scratch/job.results")"
     ;;
   hello)
     ranks=$1 launcher=$2

@@ -1,7 +1,10 @@
-// ddp-train: trains the ResNet-style network on MNIST. Chapter 04.
+// ddp-train: trains the ResNet-style network on MNIST. Chapter 04; data-parallel from
+// chapter 06.
 //
 //   ddp-train                       # 5 epochs on the bundled data, best device present
 //   ddp-train --epochs 1 --device cpu --threads 2 --metrics run.csv
+//   ddprun --nproc-per-node 2 ddp-train        # 2 ranks, global batch 128 (64 each)
+//   srun -n 4 ddp-train --sync-bn              # 4 ranks under SLURM, SyncBatchNorm
 //
 // Flags and defaults: ddp-train --help (options.cpp). The loop itself: trainer.cpp.
 // The last line of a successful run starts with "final:"; scripts check for it.
@@ -9,6 +12,7 @@
 #include <cstdio>
 #include <exception>
 
+#include "dist/launch_env.hpp"
 #include "tensor/error.hpp"
 #include "tools/ddp_train/options.hpp"
 #include "tools/ddp_train/trainer.hpp"
@@ -30,19 +34,33 @@ int main(int argc, char** argv) {
   try {
     const auto start = std::chrono::steady_clock::now();
     Trainer trainer(options);
-    std::printf(
-        "ddp-train: device %s, batch %lld, lr %g, momentum %g, weight decay %g, seed %llu\n",
-        trainer.device().str().c_str(), static_cast<long long>(options.batch_size), options.lr,
-        options.momentum, options.weight_decay, static_cast<unsigned long long>(options.seed));
+    // Rank 0 speaks for the job; the other ranks print only their errors.
+    const bool speaker = trainer.rank() == 0;
+    if (speaker) std::printf("ddp-train: %s\n", trainer.describe_recipe().c_str());
+    std::fflush(stdout);
     const EpochResult last = trainer.run();
     const double wall =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::printf("final: test accuracy %.2f%% (%lld/%lld after epoch %lld), wall time %.1f s\n",
-                last.test_accuracy, static_cast<long long>(last.test_correct),
-                static_cast<long long>(last.test_total), static_cast<long long>(last.epoch), wall);
+    if (speaker) {
+      std::printf("final: test accuracy %.2f%% (%lld/%lld after epoch %lld), wall time %.1f s\n",
+                  last.test_accuracy, static_cast<long long>(last.test_correct),
+                  static_cast<long long>(last.test_total), static_cast<long long>(last.epoch),
+                  wall);
+    }
     return 0;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "ddp-train: error: %s\n", e.what());
+    // Which rank failed matters when N of them write to one log. The launcher's variables
+    // say, even when the process group never came up.
+    std::string who;
+    try {
+      const ddp::LaunchEnv env = ddp::discover_launch_env();
+      if (env.world_size > 1) {
+        who = ddp::detail::concat("rank ", env.rank, "/", env.world_size, " (", ddp::host_name(),
+                                  "): ");
+      }
+    } catch (const std::exception&) {
+    }
+    std::fprintf(stderr, "ddp-train: %serror: %s\n", who.c_str(), e.what());
     return 1;
   }
 }

@@ -45,8 +45,12 @@ Trains the ResNet-style network of chapter 04 on MNIST and reports test accuracy
                         bundled 8,000/2,000 digits in data/mnist-10k
   --epochs N            passes over the training set (default 5)
   --max-steps N         stop after N optimizer steps in all (default 0: no limit)
-  --batch-size N        images per step (default 128)
-  --lr X                SGD learning rate (default 0.1)
+  --batch-size N        images per step on each rank (default: 128 / ranks)
+  --global-batch-size N images per step over all ranks (default 128)
+  --lr X                SGD learning rate, peak of the schedule (default 0.1)
+  --schedule S          cosine: a linear warm-up from lr/10, then cosine decay to 0,
+                        per step; constant: lr throughout (default cosine)
+  --warmup-epochs N     epochs of warm-up before the cosine (default 1)
   --momentum X          SGD momentum (default 0.9)
   --weight-decay X      L2 penalty added to the gradient (default 5e-4)
   --seed N              initial weights and shuffling (default 0)
@@ -55,6 +59,15 @@ Trains the ResNet-style network of chapter 04 on MNIST and reports test accuracy
   --metrics FILE.csv    write one row of metrics per epoch
   --save PATH           write a checkpoint (model + optimizer + progress) after every epoch
   --resume PATH         continue from a checkpoint written by --save
+
+Data parallel (chapter 06): started by ddprun, srun, mpirun or torchrun, every rank
+trains on its shard and gradients are averaged; alone, it is one process.
+  --backend B           tcp, mpi, nccl or auto (default auto: nccl on GPUs, else tcp)
+  --sync-bn             SyncBatchNorm: batch statistics over the global batch
+  --grad-sync S         flat (one all-reduce of all gradients) or per-parameter
+                        (default flat)
+  --no-broadcast-buffers  keep each rank's BatchNorm running statistics
+  --check-sync N        every N steps, check that all ranks hold the same weights
   --help                this text
 )";
 }
@@ -83,6 +96,36 @@ constexpr Flag kFlags[] = {
     {"--batch-size",
      [](TrainOptions& o, std::string_view f, std::string_view v) {
        o.batch_size = parse_number<std::int64_t>(f, v, 1);
+     }},
+    {"--global-batch-size",
+     [](TrainOptions& o, std::string_view f, std::string_view v) {
+       o.global_batch_size = parse_number<std::int64_t>(f, v, 1);
+     }},
+    {"--schedule",
+     [](TrainOptions& o, std::string_view f, std::string_view v) {
+       DDP_CHECK(v == "cosine" || v == "constant", f, " expects cosine or constant, got '", v,
+                 "'");
+       o.schedule = v;
+     }},
+    {"--warmup-epochs",
+     [](TrainOptions& o, std::string_view f, std::string_view v) {
+       o.warmup_epochs = parse_number<std::int64_t>(f, v, 0);
+     }},
+    {"--backend",
+     [](TrainOptions& o, std::string_view f, std::string_view v) {
+       DDP_CHECK(v == "tcp" || v == "mpi" || v == "nccl" || v == "auto", f,
+                 " expects tcp, mpi, nccl or auto, got '", v, "'");
+       o.backend = v;
+     }},
+    {"--grad-sync",
+     [](TrainOptions& o, std::string_view f, std::string_view v) {
+       DDP_CHECK(v == "flat" || v == "per-parameter", f,
+                 " expects flat or per-parameter, got '", v, "'");
+       o.grad_sync = v;
+     }},
+    {"--check-sync",
+     [](TrainOptions& o, std::string_view f, std::string_view v) {
+       o.check_sync = parse_number<std::int64_t>(f, v, 0);
      }},
     {"--lr", [](TrainOptions& o, std::string_view f, std::string_view v) {
        o.lr = parse_double(f, v, 0.0);
@@ -130,6 +173,10 @@ TrainOptions parse_options(int argc, const char* const* argv) {
       o.help = true;
       continue;
     }
+    if (arg == "--sync-bn" || arg == "--no-broadcast-buffers") {  // switches: no value
+      (arg == "--sync-bn" ? o.sync_bn : o.broadcast_buffers) = arg == "--sync-bn";
+      continue;
+    }
     DDP_CHECK(arg.starts_with("--"), "unexpected argument '", arg, "' (see --help)");
     const std::size_t equals = arg.find('=');
     const std::string_view name = arg.substr(0, equals);
@@ -148,6 +195,24 @@ TrainOptions parse_options(int argc, const char* const* argv) {
     flag->set(o, name, value);
   }
   return o;
+}
+
+std::int64_t per_rank_batch(const TrainOptions& o, int world_size) {
+  const std::int64_t w = world_size;
+  if (o.batch_size > 0) {
+    DDP_CHECK(o.global_batch_size == 0 || o.global_batch_size == o.batch_size * w,
+              "--batch-size ", o.batch_size, " (per rank) x ", w, " ranks = ",
+              o.batch_size * w, ", but --global-batch-size is ", o.global_batch_size,
+              "\nhint: give one of the two");
+    return o.batch_size;
+  }
+  const std::int64_t global =
+      o.global_batch_size > 0 ? o.global_batch_size : TrainOptions::kDefaultGlobalBatch;
+  DDP_CHECK(global % w == 0, "a global batch of ", global, " images does not split evenly over ",
+            w, " ranks", o.global_batch_size > 0 ? " (--global-batch-size)" : " (the default)",
+            "\nhint: give --batch-size (images per rank) or a --global-batch-size divisible by ",
+            w);
+  return global / w;
 }
 
 }  // namespace ddp::train

@@ -1,5 +1,6 @@
 // ddp-train's command line: the flags, their defaults (the recipe of
-// shared/anchors/ref_model.py) and their parsing. Chapter 04.
+// bench/torch/ref_model.py, plus chapter 06's learning-rate schedule) and their parsing.
+// Chapter 04; the data-parallel flags are chapter 06's.
 #pragma once
 
 #include <cstdint>
@@ -12,8 +13,17 @@ struct TrainOptions {
   std::string data;             // folder of the MNIST IDX files; empty = bundled/$MNIST_DIR
   std::int64_t epochs = 5;
   std::int64_t max_steps = 0;   // stop after this many optimizer steps in all; 0 = no limit
-  std::int64_t batch_size = 128;
+  // Images per step. --batch-size is per rank, as in PyTorch; --global-batch-size is the
+  // sum over ranks. Neither given: a global batch of kDefaultGlobalBatch, whatever the
+  // number of ranks, so that 1, 2 or 4 ranks run the same recipe. 0 = not given.
+  static constexpr std::int64_t kDefaultGlobalBatch = 128;
+  std::int64_t batch_size = 0;
+  std::int64_t global_batch_size = 0;
   double lr = 0.1;
+  // The learning rate per step: "cosine" (warm-up_epochs linear from lr/10, then cosine
+  // down to 0 at the last step) or "constant". tutorial/ch06_sharded says why.
+  std::string schedule = "cosine";
+  std::int64_t warmup_epochs = 1;
   double momentum = 0.9;
   double weight_decay = 5e-4;
   std::uint64_t seed = 0;
@@ -22,6 +32,12 @@ struct TrainOptions {
   std::string metrics;          // CSV file, one row per epoch; empty = none
   std::string save;             // checkpoint written after every epoch (and at the end)
   std::string resume;           // checkpoint to continue from
+  // Data parallelism (chapter 06); used when a launcher started several ranks.
+  std::string backend = "auto";     // tcp | mpi | nccl | auto (nccl on GPUs, else tcp)
+  bool sync_bn = false;             // BatchNorm2d -> SyncBatchNorm2d
+  std::string grad_sync = "flat";   // flat | per-parameter (GradientSync)
+  bool broadcast_buffers = true;    // rank 0's BatchNorm statistics before each forward
+  std::int64_t check_sync = 0;      // compare the ranks' parameters every N steps; 0 = never
   bool help = false;
 };
 
@@ -30,5 +46,10 @@ struct TrainOptions {
 TrainOptions parse_options(int argc, const char* const* argv);
 
 std::string usage();
+
+// The per-rank batch for `world_size` ranks from --batch-size / --global-batch-size (see
+// above). Throws ddp::Error when the global batch does not split evenly, or when both
+// flags are given and disagree.
+std::int64_t per_rank_batch(const TrainOptions& options, int world_size);
 
 }  // namespace ddp::train

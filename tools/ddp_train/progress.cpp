@@ -5,10 +5,17 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 
 namespace ddp::train {
 
-bool stdout_is_terminal() { return isatty(STDOUT_FILENO) == 1; }
+bool stdout_is_terminal() {
+  // mpirun gives every rank a pseudo-terminal and copies it into the job's log, where a
+  // redrawn line piles up carriage returns: under an MPI launcher, plain lines.
+  const bool under_mpi = std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr ||
+                         std::getenv("PMI_SIZE") != nullptr;
+  return isatty(STDOUT_FILENO) == 1 && !under_mpi;
+}
 
 Progress::Progress(std::int64_t epoch, std::int64_t epochs, std::int64_t steps, bool terminal,
                    std::int64_t first_step, std::int64_t first_images)

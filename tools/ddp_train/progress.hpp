@@ -30,6 +30,8 @@ class Progress {
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
 
+// stdout is a terminal a person watches: not a file or pipe, and not mpirun's per-rank
+// pseudo-terminal, which ends up in a log.
 bool stdout_is_terminal();
 
 }  // namespace ddp::train

@@ -1,4 +1,4 @@
-// Trainer (see trainer.hpp). Chapter 04.
+// Trainer (see trainer.hpp). Chapter 04; made data-parallel in chapter 06.
 #include "tools/ddp_train/trainer.hpp"
 
 #include <bit>
@@ -8,12 +8,16 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "autograd/functions.hpp"
 #include "autograd/grad_mode.hpp"
+#include "dist/init.hpp"
+#include "dist/launch_env.hpp"
+#include "dist/parallel/sync_batch_norm.hpp"
 #include "nn/state_dict.hpp"
 #include "tensor/cuda/device_info.hpp"
 #include "tensor/ops.hpp"
@@ -45,8 +49,10 @@ Tensor counter(std::int64_t value) {
 // run with other values would not continue the run that was saved, so it is refused,
 // naming each flag that differs. (PyTorch's optimizer.load_state_dict instead restores
 // the saved lr, momentum and weight decay over whatever the new run asked for, silently.)
-// --epochs, --max-steps, --device and --threads may change: a longer run, another
-// machine. Floating-point flags are stored as their 64 bits.
+// --max-steps, --device and --threads may change: another machine; so may --epochs
+// under a constant learning rate (a longer run), but not under the cosine schedule, whose
+// every step depends on the total. Resuming on another number of ranks is refused too:
+// the shards and the per-rank batch would differ. Floating-point flags: their 64 bits.
 struct RecordedSetting {
   const char* key;   // "config.<key>" in the checkpoint
   const char* flag;  // what the user types
@@ -54,14 +60,25 @@ struct RecordedSetting {
   bool is_double;
 };
 
-std::vector<RecordedSetting> recorded_settings(const TrainOptions& o, std::int64_t train_images) {
+std::vector<RecordedSetting> recorded_settings(const TrainOptions& o, std::int64_t train_images,
+                                               std::int64_t batch_size, int world_size) {
   auto bits = [](double v) { return std::bit_cast<std::int64_t>(v); };
-  return {{"seed", "--seed", static_cast<std::int64_t>(o.seed), false},
-          {"batch_size", "--batch-size", o.batch_size, false},
-          {"lr", "--lr", bits(o.lr), true},
-          {"momentum", "--momentum", bits(o.momentum), true},
-          {"weight_decay", "--weight-decay", bits(o.weight_decay), true},
-          {"train_images", "--data (training images)", train_images, false}};
+  const bool cosine = o.schedule == "cosine";
+  std::vector<RecordedSetting> settings = {
+      {"seed", "--seed", static_cast<std::int64_t>(o.seed), false},
+      {"batch_size", "--batch-size", batch_size, false},
+      {"world_size", "ranks", world_size, false},
+      {"lr", "--lr", bits(o.lr), true},
+      {"momentum", "--momentum", bits(o.momentum), true},
+      {"weight_decay", "--weight-decay", bits(o.weight_decay), true},
+      {"cosine_schedule", "--schedule cosine (1) or constant (0)", cosine ? 1 : 0, false},
+      {"sync_bn", "--sync-bn", o.sync_bn ? 1 : 0, false},
+      {"train_images", "--data (training images)", train_images, false}};
+  if (cosine) {
+    settings.push_back({"warmup_epochs", "--warmup-epochs", o.warmup_epochs, false});
+    settings.push_back({"epochs", "--epochs (the cosine's length)", o.epochs, false});
+  }
+  return settings;
 }
 
 std::string setting_text(const RecordedSetting& s, std::int64_t stored) {
@@ -102,8 +119,18 @@ void keep_finished_rows(const std::string& path, std::int64_t finished_epochs) {
 
 }  // namespace
 
-Device resolve_device(const std::string& name) {
-  if (name == "auto") return cuda::device_count() > 0 ? Device::cuda(0) : Device::cpu();
+Device resolve_device(const std::string& name, int local_rank) {
+  const int gpus = cuda::device_count();
+  if (name == "auto" || name == "cuda") {
+    const int gpu = gpu_for_local_rank(local_rank, gpus);
+    if (gpu >= 0) return Device::cuda(gpu);
+    // More ranks on this node than GPUs: they share them, in turn. (Every rank of a node
+    // sees the same GPUs, so either all of them get one or none does.)
+    if (gpus > 0) return Device::cuda(local_rank % gpus);
+    DDP_CHECK(name == "auto", "--device cuda: no usable GPU on this node",
+              cuda::is_built() ? "" : " (this build has no CUDA: configure with -DDDP_CUDA=ON)");
+    return Device::cpu();
+  }
   const Device device = Device::parse(name);
   if (device.is_cuda()) {
     DDP_CHECK(device.index < cuda::device_count(), "--device ", name, ": no such GPU (",
@@ -113,24 +140,105 @@ Device resolve_device(const std::string& name) {
   return device;
 }
 
+std::unique_ptr<ProcessGroup> join_process_group(const TrainOptions& options, Device device) {
+  const LaunchEnv env = discover_launch_env();
+  if (env.world_size == 1) return nullptr;  // alone: no group, no averaging
+  InitOptions init;
+  init.backend = options.backend;
+  if (init.backend == "auto") {
+    // NCCL wants a GPU of its own per rank; ranks that share one (more ranks on a node
+    // than GPUs) stage their CUDA tensors through the tcp group instead. Decided per node:
+    // on a cluster whose nodes differ, name the backend (--backend).
+    const bool own_gpu = device.is_cuda() && cuda::device_count() >= env.local_world_size;
+    init.backend = own_gpu ? "nccl" : "tcp";
+  }
+  return init_process_group(init);
+}
+
+int threads_per_rank(const TrainOptions& options) {
+  if (options.threads > 0) return options.threads;
+  if (std::getenv("OMP_NUM_THREADS") != nullptr) return get_num_threads();  // the user's choice
+  // Ranks that share a node share its cores: 2 ranks on 2 cores with 2 threads each would
+  // fight over them (torchrun sets OMP_NUM_THREADS=1 for the same reason).
+  const int ranks_here = std::max(1, discover_launch_env().local_world_size);
+  return std::max(1, get_num_threads() / ranks_here);
+}
+
+template <typename Action>
+void Trainer::together(const char* what, Action&& action) {
+  std::exception_ptr error;
+  try {
+    action();
+  } catch (...) {
+    error = std::current_exception();
+  }
+  if (!group_) {
+    if (error) std::rethrow_exception(error);
+    return;
+  }
+  const std::vector<std::int64_t> failed = gather_over_ranks({error ? 1 : 0});
+  if (error) std::rethrow_exception(error);  // this rank's own message
+  std::string ranks;
+  for (int r = 0; r < world_size(); ++r) {
+    if (failed[static_cast<std::size_t>(r)] != 0)
+      ranks += detail::concat(ranks.empty() ? "" : ", ", r);
+  }
+  DDP_CHECK(ranks.empty(), "stopping: rank ", ranks, " failed ", what,
+            " (its own message says why)");
+}
+
 Trainer::Trainer(TrainOptions options)
     : options_(std::move(options)),
-      device_(resolve_device(options_.device)),
+      device_(resolve_device(options_.device, discover_launch_env().local_rank)),
+      group_(join_process_group(options_, device_)),
+      batch_size_(per_rank_batch(options_, world_size())),
       train_set_(MnistSplit::Train, data_folder(options_)),
       test_set_(MnistSplit::Test, data_folder(options_)),
-      sampler_(train_set_.size(), options_.seed),
+      sampler_(train_set_.size(), world_size(), rank(), /*shuffle=*/true, options_.seed,
+               /*drop_last=*/false),
       init_generator_(options_.seed) {
-  if (options_.threads > 0) set_num_threads(options_.threads);
+  set_num_threads(threads_per_rank(options_));
+  check_same_data();
+  // Every rank builds the model from the same seed; DDP checks they agree and copies
+  // rank 0's values anyway. SyncBatchNorm goes in before DDP and the optimizer see the
+  // parameters (convert_sync_batchnorm makes new ones).
   model_ = std::make_shared<nn::ResNetMnist>(init_generator_);
+  if (group_ && options_.sync_bn) convert_sync_batchnorm(*model_, *group_);
   model_->to(device_);
+  if (group_) {
+    ddp_ = std::make_unique<DistributedDataParallel>(
+        model_, *group_,
+        DDPOptions{.broadcast_buffers = options_.broadcast_buffers,
+                   .gradient_sync = options_.grad_sync == "per-parameter"
+                                        ? GradientSync::PerParameter
+                                        : GradientSync::Flat});
+  }
   optimizer_ = std::make_unique<nn::SGD>(
       model_->parameters(),
-      nn::SGDOptions{.lr = options_.lr, .momentum = options_.momentum,
-                     .weight_decay = options_.weight_decay});
-  loader_ = std::make_unique<DataLoader>(train_set_, sampler_, options_.batch_size,
+      nn::SGDOptions{
+          .lr = options_.lr, .momentum = options_.momentum, .weight_decay = options_.weight_decay});
+  loader_ = std::make_unique<DataLoader>(train_set_, sampler_, batch_size_,
                                          /*drop_last=*/false, device_);
-  if (!options_.resume.empty()) load_checkpoint(options_.resume);
-  if (!options_.metrics.empty()) {
+  // The schedule counts optimizer steps: the same number on every rank (equal shards).
+  const std::int64_t steps_per_epoch = loader_->num_batches();
+  const std::int64_t total = options_.epochs * steps_per_epoch;
+  const std::int64_t warmup = std::min(options_.warmup_epochs * steps_per_epoch, total - 1);
+  if (options_.schedule == "constant") {
+    schedule_ = nn::constant_lr(options_.lr);
+  } else if (warmup <= 0) {
+    schedule_ = nn::cosine_annealing(options_.lr, total);
+  } else {
+    schedule_ = nn::linear_warmup(warmup, 0.1, nn::cosine_annealing(options_.lr, total - warmup));
+  }
+  if (!options_.resume.empty()) {
+    together("reading the --resume checkpoint", [&] { load_checkpoint(options_.resume); });
+  }
+  together("opening the --metrics file", [&] { open_metrics(); });
+}
+
+// Rank 0 writes the job's metrics; the other ranks have nothing to open.
+void Trainer::open_metrics() {
+  if (!options_.metrics.empty() && rank() == 0) {
     // A resumed run appends; an empty file (a run killed before its first row) starts over.
     std::error_code ec;
     const bool fresh = options_.resume.empty() || !std::filesystem::exists(options_.metrics) ||
@@ -150,8 +258,11 @@ bool Trainer::train_epoch(EpochResult& result) {
   model_->train();
   sampler_.set_epoch(epoch_);
   const std::int64_t steps = loader_->num_batches();
-  Progress progress(epoch_ + 1, options_.epochs, steps, stdout_is_terminal(), step_in_epoch_,
-                    images_seen_);
+  std::optional<Progress> progress;  // rank 0 reports for the job
+  if (rank() == 0) {
+    progress.emplace(epoch_ + 1, options_.epochs, steps, stdout_is_terminal(), step_in_epoch_,
+                     images_seen_);
+  }
   const auto start = std::chrono::steady_clock::now();
   std::int64_t step = 0, images_this_run = 0;
   bool stopped_early = false;
@@ -161,42 +272,124 @@ bool Trainer::train_epoch(EpochResult& result) {
       stopped_early = true;
       break;
     }
-    optimizer_->zero_grad();
-    Variable logits = (*model_)(Variable(batch.images));
-    Variable loss = cross_entropy(logits, batch.labels);
-    loss.backward();
-    optimizer_->step();
-
-    const std::int64_t b = batch.labels.numel();
-    loss_sum_ += static_cast<double>(loss.data().item<float>()) * static_cast<double>(b);
-    images_seen_ += b;
-    images_this_run += b;
-    ++step_in_epoch_;
-    ++global_step_;
-    progress.update(step, images_seen_, loss_sum_ / static_cast<double>(images_seen_));
+    train_step(batch);
+    images_this_run += batch.labels.numel();
+    if (progress)
+      progress->update(step, images_seen_, loss_sum_ / static_cast<double>(images_seen_));
   }
-  progress.finish();
+  if (progress) progress->finish();
   result.train_seconds = seconds_since(start);
-  result.images_per_second = static_cast<double>(images_this_run) / result.train_seconds;
-  result.train_loss = images_seen_ > 0 ? loss_sum_ / static_cast<double>(images_seen_) : 0.0;
+  // The epoch's loss over all ranks' images; images/s for the whole job.
+  std::vector<double> loss{loss_sum_};
+  std::vector<std::int64_t> images{images_seen_, images_this_run};
+  sum_over_ranks(loss, images);
+  result.images_per_second = static_cast<double>(images[1]) / result.train_seconds;
+  result.train_loss = images[0] > 0 ? loss[0] / static_cast<double>(images[0]) : 0.0;
   return !stopped_early;
 }
 
+// One optimizer step on this rank's batch; with DDP, the gradients are averaged over the
+// ranks between backward and the step, so every rank applies the same update.
+void Trainer::train_step(const Batch& batch) {
+  optimizer_->set_lr(schedule_(global_step_));
+  optimizer_->zero_grad();
+  const Variable images(batch.images);
+  Variable logits = ddp_ ? (*ddp_)(images) : (*model_)(images);
+  Variable loss = cross_entropy(logits, batch.labels);
+  loss.backward();
+  if (ddp_) ddp_->average_gradients();
+  optimizer_->step();
+
+  const std::int64_t b = batch.labels.numel();
+  loss_sum_ += static_cast<double>(loss.data().item<float>()) * static_cast<double>(b);
+  images_seen_ += b;
+  ++step_in_epoch_;
+  ++global_step_;
+  if (ddp_ && options_.check_sync > 0 && global_step_ % options_.check_sync == 0) {
+    ddp_->check_in_sync(global_step_);
+  }
+}
+
+void Trainer::sum_over_ranks(std::vector<double>& values, std::vector<std::int64_t>& counts) {
+  if (!group_) return;
+  // float32 on the wire (what every backend reduces); the counts exactly, as int64.
+  std::vector<float> narrowed(values.begin(), values.end());
+  Tensor v =
+      from_data(std::span<const float>(narrowed), {static_cast<std::int64_t>(narrowed.size())})
+          .to(device_);
+  Tensor c =
+      from_data(std::span<const std::int64_t>(counts), {static_cast<std::int64_t>(counts.size())})
+          .to(device_);
+  if (!values.empty()) group_->all_reduce(v)->wait();
+  if (!counts.empty()) group_->all_reduce(c)->wait();
+  const std::vector<float> summed = v.to_vector<float>();
+  for (std::size_t i = 0; i < values.size(); ++i) values[i] = summed[i];
+  counts = c.to_vector<std::int64_t>();
+}
+
+std::vector<std::int64_t> Trainer::gather_over_ranks(const std::vector<std::int64_t>& mine) {
+  if (!group_) return mine;
+  const auto n = static_cast<std::int64_t>(mine.size());
+  Tensor input = from_data(std::span<const std::int64_t>(mine), {n}).to(device_);
+  Tensor all = empty({n * world_size()}, TensorOptions{.dtype = DType::Int64, .device = device_});
+  group_->all_gather(all, input)->wait();
+  return all.to_vector<std::int64_t>();
+}
+
+// Ranks that read different data, or compute on different kinds of device, would train
+// different models without a word: both are compared before anything else.
+void Trainer::check_same_data() {
+  if (!group_) return;
+  const std::vector<std::int64_t> all =
+      gather_over_ranks({train_set_.size(), test_set_.size(), device_.is_cuda() ? 1 : 0});
+  std::string data, devices;
+  for (int r = 1; r < world_size(); ++r) {
+    const auto i = static_cast<std::size_t>(3 * r);
+    if (all[i] != all[0] || all[i + 1] != all[1]) {
+      data += detail::concat(data.empty() ? "" : "; ", "rank ", r, " has ", all[i],
+                             " training and ", all[i + 1], " test images");
+    }
+    if (all[i + 2] != all[2]) devices += detail::concat(devices.empty() ? "" : ", ", r);
+  }
+  DDP_CHECK(data.empty(), "the ranks read different data (rank ", rank(), " reads ",
+            data_folder(options_), "): rank 0 has ", all[0], " training and ", all[1],
+            " test images; ", data,
+            "\nhint: give every rank the same --data folder (or the same $MNIST_DIR)");
+  // CPU and GPU kernels round differently: the replicas would drift apart bit by bit.
+  DDP_CHECK(devices.empty(), "rank 0 trains on ", all[2] ? "a GPU" : "the CPU", " but rank",
+            devices.find(',') == std::string::npos ? " " : "s ", devices, " on ",
+            all[2] ? "the CPU" : "a GPU", "\nhint: give every rank the same --device");
+}
+
 Evaluation Trainer::evaluate() {
+  // The last training forward updated every rank's running statistics from its own
+  // shard: rank 0's go to all first, so that the ranks evaluate one model, the one rank 0
+  // saves (with --no-broadcast-buffers each rank keeps its own, as asked).
+  if (ddp_ && options_.broadcast_buffers) ddp_->sync_buffers();
   model_->eval();
   NoGradGuard no_grad;
   Evaluation e;
-  SequentialSampler order(test_set_.size());
+  // Each rank evaluates every world_size-th image, no padding (ShardSampler): sums over the
+  // ranks are sums over the test set, each image counted once.
+  ShardSampler order(test_set_.size(), world_size(), rank());
   DataLoader loader(test_set_, order, kEvalBatch, /*drop_last=*/false, device_);
+  double loss_sum = 0.0;
+  std::int64_t correct = 0, total = 0;
   for (Batch& batch : loader) {
     Variable logits = (*model_)(Variable(batch.images));
     const std::int64_t b = batch.labels.numel();
-    e.loss += static_cast<double>(cross_entropy(logits, batch.labels).data().item<float>()) *
-              static_cast<double>(b);
-    e.correct += sum(eq(argmax(logits.data(), 1), batch.labels)).item<float>();
-    e.total += b;
+    loss_sum += static_cast<double>(cross_entropy(logits, batch.labels).data().item<float>()) *
+                static_cast<double>(b);
+    correct +=
+        static_cast<std::int64_t>(sum(eq(argmax(logits.data(), 1), batch.labels)).item<float>());
+    total += b;
   }
-  e.loss /= static_cast<double>(e.total);
+  std::vector<double> losses{loss_sum};
+  std::vector<std::int64_t> counts{correct, total};
+  sum_over_ranks(losses, counts);
+  e.correct = counts[0];
+  e.total = counts[1];
+  e.loss = losses[0] / static_cast<double>(e.total);
   model_->train();
   return e;
 }
@@ -214,14 +407,25 @@ void Trainer::evaluate_into(EpochResult& result) {
 }
 
 EpochResult Trainer::run() {
+  const EpochResult result = run_epochs();
+  // Everyone leaves together: rank 0 serves the store, and must not go while a rank that
+  // is slower to finish still talks to it.
+  if (group_) group_->barrier()->wait();
+  return result;
+}
+
+EpochResult Trainer::run_epochs() {
   EpochResult result;
   if (epoch_ >= options_.epochs || steps_used_up()) {
     // Resumed from a run that had already finished (a job resubmitted after it ended):
     // nothing to train, but the `final:` line still reports the model it would leave.
-    std::printf("nothing left to train: the checkpoint has finished %lld of %lld epochs, "
-                "%lld steps (--max-steps %lld)\n",
-                static_cast<long long>(epoch_), static_cast<long long>(options_.epochs),
-                static_cast<long long>(global_step_), static_cast<long long>(options_.max_steps));
+    if (rank() == 0) {
+      std::printf(
+          "nothing left to train: the checkpoint has finished %lld of %lld epochs, "
+          "%lld steps (--max-steps %lld)\n",
+          static_cast<long long>(epoch_), static_cast<long long>(options_.epochs),
+          static_cast<long long>(global_step_), static_cast<long long>(options_.max_steps));
+    }
     result.epoch = epoch_ + (step_in_epoch_ > 0 ? 1 : 0);
     evaluate_into(result);
     if (!options_.save.empty()) save_checkpoint(options_.save);  // --save still gets one
@@ -235,13 +439,16 @@ EpochResult Trainer::run() {
     result.epoch = epoch_ + 1;
     const bool finished = train_epoch(result);
     evaluate_into(result);
-    std::printf("epoch %lld/%lld: train loss %.4f, test loss %.4f, test accuracy %.2f%%, "
-                "%.0f img/s, %.2f s\n",
-                static_cast<long long>(result.epoch), static_cast<long long>(options_.epochs),
-                result.train_loss, result.test_loss, result.test_accuracy,
-                result.images_per_second, result.train_seconds);
-    std::fflush(stdout);
-    if (finished) write_metrics(result);
+    if (rank() == 0) {
+      std::printf(
+          "epoch %lld/%lld: train loss %.4f, test loss %.4f, test accuracy %.2f%%, "
+          "%.0f img/s, %.2f s\n",
+          static_cast<long long>(result.epoch), static_cast<long long>(options_.epochs),
+          result.train_loss, result.test_loss, result.test_accuracy, result.images_per_second,
+          result.train_seconds);
+      std::fflush(stdout);
+    }
+    if (finished) together("writing the --metrics file", [&] { write_metrics(result); });
     if (!finished) {  // --max-steps reached inside this epoch: keep the place for --resume
       if (!options_.save.empty()) save_checkpoint(options_.save);
       break;
@@ -258,10 +465,34 @@ EpochResult Trainer::run() {
   return result;
 }
 
+std::string Trainer::describe_recipe() const {
+  const std::string schedule =
+      options_.schedule == "constant"
+          ? "constant"
+          : detail::concat(options_.warmup_epochs, " warm-up epoch",
+                           options_.warmup_epochs == 1 ? "" : "s", " from lr/10, then cosine to 0");
+  std::string ranks = "1 process";
+  if (group_) {
+    ranks = detail::concat(world_size(), " ranks (", backend(), ", gradients ", options_.grad_sync,
+                           options_.sync_bn ? ", SyncBatchNorm" : "",
+                           options_.broadcast_buffers ? "" : ", buffers not broadcast", ")");
+  }
+  const std::string threads = device_.is_cuda()
+                                  ? std::string()
+                                  : detail::concat(", ", get_num_threads(),
+                                                   get_num_threads() == 1 ? " thread" : " threads");
+  return detail::concat("device ", device_.str(), threads, ", ", ranks, ", batch ", batch_size_,
+                        group_
+                            ? detail::concat(" per rank = ", batch_size_ * world_size(), " global")
+                            : std::string(),
+                        ", lr ", options_.lr, " (", schedule, "), momentum ", options_.momentum,
+                        ", weight decay ", options_.weight_decay, ", seed ", options_.seed);
+}
+
 void Trainer::write_metrics(const EpochResult& r) {
   if (!metrics_.is_open()) return;
-  metrics_ << r.epoch << ',' << r.train_loss << ',' << r.test_loss << ',' << r.test_accuracy
-           << ',' << r.images_per_second << ',' << r.train_seconds << '\n';
+  metrics_ << r.epoch << ',' << r.train_loss << ',' << r.test_loss << ',' << r.test_accuracy << ','
+           << r.images_per_second << ',' << r.train_seconds << '\n';
   metrics_.flush();
   DDP_CHECK(metrics_.good(), "writing epoch ", r.epoch, "'s row to --metrics file ",
             options_.metrics, " failed (disk full?)");
@@ -270,18 +501,38 @@ void Trainer::write_metrics(const EpochResult& r) {
 // ---- Checkpoints --------------------------------------------------------------------
 // One DDPSTATE file (nn/state_dict.hpp): "model.<name>", "optimizer.<name>" and
 // "progress.<counter>" entries. The epoch's loss sum is a double; it is stored as its
-// 64 bits in an int64 so that a resumed run prints the very same epoch loss.
+// 64 bits in an int64 so that a resumed run prints the very same epoch loss. Each rank
+// has its own running sums (its images, its losses), so the checkpoint keeps one per rank
+// ((world size) tensors): every rank calls save_checkpoint, the sums are all-gathered,
+// and rank 0 writes the file (atomically: save_state_dict writes a temporary file, then
+// renames it). On --resume every rank reads the file and takes back its own sums.
 
-void Trainer::save_checkpoint(const std::string& path) const {
+void Trainer::save_checkpoint(const std::string& path) {
+  const std::vector<std::int64_t> all = gather_over_ranks(
+      {std::bit_cast<std::int64_t>(loss_sum_), images_seen_});  // (loss bits, images) per rank
+  together("writing the checkpoint", [&] { write_checkpoint(path, all); });
+}
+
+void Trainer::write_checkpoint(const std::string& path, const std::vector<std::int64_t>& all) {
+  if (rank() != 0) return;
+  std::vector<std::int64_t> loss_bits, images;
+  for (std::size_t r = 0; r < all.size(); r += 2) {
+    loss_bits.push_back(all[r]);
+    images.push_back(all[r + 1]);
+  }
+  auto per_rank = [](const std::vector<std::int64_t>& v) {
+    return from_data(std::span<const std::int64_t>(v), {static_cast<std::int64_t>(v.size())});
+  };
   nn::StateDict state;
   for (auto& [name, t] : model_->state_dict()) state.emplace_back("model." + name, t);
   for (auto& [name, t] : optimizer_->state_dict()) state.emplace_back("optimizer." + name, t);
   state.emplace_back("progress.epoch", counter(epoch_));
   state.emplace_back("progress.step_in_epoch", counter(step_in_epoch_));
   state.emplace_back("progress.global_step", counter(global_step_));
-  state.emplace_back("progress.images_seen", counter(images_seen_));
-  state.emplace_back("progress.loss_sum_bits", counter(std::bit_cast<std::int64_t>(loss_sum_)));
-  for (const RecordedSetting& s : recorded_settings(options_, train_set_.size())) {
+  state.emplace_back("progress.images_seen", per_rank(images));
+  state.emplace_back("progress.loss_sum_bits", per_rank(loss_bits));
+  for (const RecordedSetting& s :
+       recorded_settings(options_, train_set_.size(), batch_size_, world_size())) {
     state.emplace_back(std::string("config.") + s.key, counter(s.stored));
   }
   nn::save_state_dict(state, path);
@@ -290,36 +541,47 @@ void Trainer::save_checkpoint(const std::string& path) const {
 void Trainer::load_checkpoint(const std::string& path) {
   const nn::StateDict state = nn::read_state_dict(path);
   nn::StateDict model_state, optimizer_state;
-  auto find = [&](const std::string& name) -> std::int64_t {
+  auto entry = [&](const std::string& name) -> const Tensor& {
     for (const auto& [key, t] : state) {
-      if (key == name) return t.item<std::int64_t>();
+      if (key == name) return t;
     }
     DDP_FAIL("checkpoint ", path, " has no entry '", name,
              "'\nhint: was it written by ddp-train --save?");
+  };
+  auto find = [&](const std::string& name) { return entry(name).item<std::int64_t>(); };
+  // This rank's value of a per-rank entry (the world size was checked above).
+  auto mine = [&](const std::string& name) {
+    const std::vector<std::int64_t> all = entry(name).to_vector<std::int64_t>();
+    DDP_CHECK(static_cast<int>(all.size()) == world_size(), "checkpoint ", path, ": entry '", name,
+              "' has ", all.size(), " values, expected one per rank (", world_size(), ")");
+    return all[static_cast<std::size_t>(rank())];
   };
   for (const auto& [key, t] : state) {
     if (key.starts_with("model.")) model_state.emplace_back(key.substr(6), t);
     if (key.starts_with("optimizer.")) optimizer_state.emplace_back(key.substr(10), t);
   }
   std::string differences;
-  for (const RecordedSetting& s : recorded_settings(options_, train_set_.size())) {
+  for (const RecordedSetting& s :
+       recorded_settings(options_, train_set_.size(), batch_size_, world_size())) {
     const std::int64_t saved = find(std::string("config.") + s.key);
     if (saved == s.stored) continue;
     differences += std::string(differences.empty() ? "" : ", ") + s.flag + " " +
                    setting_text(s, saved) + " (this run: " + setting_text(s, s.stored) + ")";
   }
-  DDP_CHECK(differences.empty(), "checkpoint ", path, " was written by a run with ",
-            differences, "\nhint: resume with the flags of the run that saved it");
+  DDP_CHECK(differences.empty(), "checkpoint ", path, " was written by a run with ", differences,
+            "\nhint: resume with the flags of the run that saved it");
   model_->load_state_dict(model_state, path);
   optimizer_->load_state_dict(optimizer_state, path);
   epoch_ = find("progress.epoch");
   step_in_epoch_ = find("progress.step_in_epoch");
   global_step_ = find("progress.global_step");
-  images_seen_ = find("progress.images_seen");
-  loss_sum_ = std::bit_cast<double>(find("progress.loss_sum_bits"));
-  std::printf("resumed from %s: epoch %lld, step %lld of it (%lld steps in all)\n", path.c_str(),
-              static_cast<long long>(epoch_ + 1), static_cast<long long>(step_in_epoch_),
-              static_cast<long long>(global_step_));
+  images_seen_ = mine("progress.images_seen");
+  loss_sum_ = std::bit_cast<double>(mine("progress.loss_sum_bits"));
+  if (rank() == 0) {
+    std::printf("resumed from %s: epoch %lld, step %lld of it (%lld steps in all)\n", path.c_str(),
+                static_cast<long long>(epoch_ + 1), static_cast<long long>(step_in_epoch_),
+                static_cast<long long>(global_step_));
+  }
 }
 
 }  // namespace ddp::train

@@ -1,9 +1,14 @@
-// Trainer: the single-process training loop of chapter 04 -- data, model, optimizer,
-// evaluation, metrics and checkpoints. ddp-train's main() only parses flags and calls it.
+// Trainer: the training loop of chapter 04 -- data, model, optimizer, evaluation,
+// metrics and checkpoints -- made data-parallel in chapter 06. ddp-train's main() only
+// parses flags and calls it.
 //
-// One epoch = for every batch of the shuffled training set:
-//     zero_grad -> forward -> cross_entropy -> backward -> SGD step
-// then an evaluation pass over the test set in eval mode (BatchNorm's running stats).
+// One epoch = for every batch of this rank's shard of the shuffled training set:
+//     zero_grad -> forward -> cross_entropy -> backward -> average gradients -> SGD step
+// then an evaluation pass over this rank's shard of the test set in eval mode, whose
+// sums are added up over the ranks. Started by a launcher with several ranks, the Trainer
+// joins a process group (--backend) and wraps the model in DistributedDataParallel;
+// alone, it has no group and the averaging step is skipped. Only rank 0 prints, writes
+// --metrics and writes checkpoints; every rank reads one on --resume.
 //
 // Checkpoints (--save / --resume) hold everything that decides the rest of the run:
 // the model's parameters and buffers, SGD's momentum buffers, and where the run is
@@ -18,8 +23,11 @@
 #include <string>
 
 #include "data/data_loader.hpp"
+#include "data/distributed_sampler.hpp"
 #include "data/mnist.hpp"
-#include "data/sampler.hpp"
+#include "dist/parallel/distributed_data_parallel.hpp"
+#include "dist/process_group.hpp"
+#include "nn/lr_schedule.hpp"
 #include "nn/resnet_mnist.hpp"
 #include "nn/sgd.hpp"
 #include "tools/ddp_train/options.hpp"
@@ -28,7 +36,7 @@ namespace ddp::train {
 
 struct EpochResult {
   std::int64_t epoch = 0;        // 1-based
-  double train_loss = 0.0;       // mean over the epoch's training images
+  double train_loss = 0.0;       // mean over the epoch's training images (all ranks')
   double test_loss = 0.0;
   double test_accuracy = 0.0;    // percent
   std::int64_t test_correct = 0;
@@ -52,26 +60,53 @@ class Trainer {
   // finished, it trains nothing and returns the evaluation of the loaded model.
   EpochResult run();
 
+  // This rank's shard of the test set, summed over all ranks: the whole test set.
   Evaluation evaluate();
   Device device() const { return device_; }
+  int rank() const { return group_ ? group_->rank() : 0; }
+  int world_size() const { return group_ ? group_->size() : 1; }
+  // "tcp", "mpi", "nccl", or "none" (one process, no group).
+  std::string backend() const { return group_ ? group_->backend_name() : "none"; }
+  std::int64_t batch_size() const { return batch_size_; }  // per rank
+  // One line for the log: the recipe as this run applies it.
+  std::string describe_recipe() const;
 
  private:
+  EpochResult run_epochs();  // run() without the final barrier
+  // Runs `action` on this rank and stops every rank when it failed on any: an error that
+  // one rank alone throws (rank 0 writing a file) would leave the others waiting in the
+  // next collective. `what` names the action in the others' message.
+  template <typename Action>
+  void together(const char* what, Action&& action);
   // Trains until the end of the current epoch or the step budget; false if stopped early.
   bool train_epoch(EpochResult& result);
   bool steps_used_up() const;  // --max-steps given and reached
+  void train_step(const Batch& batch);
+  // Sums over all ranks (itself alone without a group).
+  void sum_over_ranks(std::vector<double>& values, std::vector<std::int64_t>& counts);
+  // Every rank's `mine`, one after the other in rank order (all_gather).
+  std::vector<std::int64_t> gather_over_ranks(const std::vector<std::int64_t>& mine);
+  void check_same_data();  // and the same kind of device
   void evaluate_into(EpochResult& result);
-  void save_checkpoint(const std::string& path) const;
+  void save_checkpoint(const std::string& path);  // every rank calls it; rank 0 writes
+  // Rank 0's part: `all` holds every rank's (loss sum bits, images seen) pair.
+  void write_checkpoint(const std::string& path, const std::vector<std::int64_t>& all);
+  void open_metrics();
   void load_checkpoint(const std::string& path);
   void write_metrics(const EpochResult& r);
 
   TrainOptions options_;
   Device device_;
+  std::unique_ptr<ProcessGroup> group_;  // null: one process
+  std::int64_t batch_size_;              // per rank
   MnistDataset train_set_;
   MnistDataset test_set_;
-  RandomSampler sampler_;
+  DistributedSampler sampler_;
   Generator init_generator_;
   std::shared_ptr<nn::ResNetMnist> model_;
+  std::unique_ptr<DistributedDataParallel> ddp_;  // null without a group
   std::unique_ptr<nn::SGD> optimizer_;
+  nn::LrSchedule schedule_;
   std::unique_ptr<DataLoader> loader_;
   std::ofstream metrics_;
 
@@ -79,11 +114,21 @@ class Trainer {
   std::int64_t epoch_ = 0;          // 0-based epoch in progress
   std::int64_t step_in_epoch_ = 0;  // batches of it already trained
   std::int64_t global_step_ = 0;
-  double loss_sum_ = 0.0;           // sum of loss * batch size over this epoch so far
-  std::int64_t images_seen_ = 0;    // training images of this epoch so far
+  double loss_sum_ = 0.0;           // sum of loss * batch size over this epoch so far (rank's)
+  std::int64_t images_seen_ = 0;    // training images of this epoch so far (this rank's)
 };
 
-// "auto" -> the first GPU when one is usable, else the CPU.
-Device resolve_device(const std::string& name);
+// "auto" -> this rank's GPU when one is usable (cuda:<local rank>, as torchrun arranges),
+// else the CPU; "cuda" -> this rank's GPU.
+Device resolve_device(const std::string& name, int local_rank = 0);
+
+// The process group for this run: null when no launcher started several ranks (and none
+// started this one at all), else init_process_group with --backend ("auto": nccl for a
+// CUDA device, tcp otherwise).
+std::unique_ptr<ProcessGroup> join_process_group(const TrainOptions& options, Device device);
+
+// CPU threads for this rank: --threads, else OMP_NUM_THREADS, else the cores divided
+// among the ranks this node runs.
+int threads_per_rank(const TrainOptions& options);
 
 }  // namespace ddp::train

@@ -1,0 +1,145 @@
+// DistributedDataParallel (see distributed_data_parallel.hpp). Chapter 06.
+#include "dist/parallel/distributed_data_parallel.hpp"
+
+#include "autograd/grad_mode.hpp"
+#include "dist/parallel/replica_check.hpp"
+#include "tensor/error.hpp"
+
+namespace ddp {
+
+const char* to_string(GradientSync sync) {
+  switch (sync) {
+    case GradientSync::PerParameter:
+      return "per-parameter";
+    case GradientSync::Flat:
+      return "flat";
+  }
+  return "?";
+}
+
+// ---- Construction: one model on every rank -------------------------------------------
+
+DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> module,
+                                                 ProcessGroup& group, DDPOptions options)
+    : module_(std::move(module)), group_(group), options_(options) {
+  DDP_CHECK(module_ != nullptr, "DistributedDataParallel: null module");
+  parameters_ = module_->named_parameters();
+  // Same layout everywhere, or a clear error on every rank before any gradient moves.
+  check_same_model(*module_, group_);
+  // Same values everywhere: rank 0's. (Every rank seeding its own initialisation with the
+  // same seed would do too, until one rank's seed or library differs; PyTorch broadcasts.)
+  NoGradGuard no_grad;
+  std::vector<Tensor> values;
+  for (const auto& [name, p] : parameters_) values.push_back(p.data());
+  broadcast_coalesced(values);
+  sync_buffers();
+}
+
+// ---- Forward -------------------------------------------------------------------------
+
+Variable DistributedDataParallel::forward(const Variable& x) {
+  // Only where the forward will train: an evaluation pass (no grad, or eval mode) reads
+  // the running statistics but does not need them equal, and skips the collective.
+  if (options_.broadcast_buffers && grad_enabled() && module_->is_training()) {
+    sync_buffers();
+  }
+  return module_->forward(x);
+}
+
+void DistributedDataParallel::sync_buffers() {
+  NoGradGuard no_grad;
+  std::vector<Tensor> floats, int64s;
+  for (const auto& [name, b] : module_->named_buffers()) {
+    (b.dtype() == DType::Int64 ? int64s : floats).push_back(b);
+  }
+  broadcast_coalesced(floats);
+  broadcast_coalesced(int64s);
+}
+
+void DistributedDataParallel::broadcast_coalesced(const std::vector<Tensor>& tensors) {
+  // One collective for all of them (PyTorch coalesces too): the buffers of the ResNet are
+  // 18 small tensors, and 18 broadcasts would pay 18 latencies per step.
+  if (tensors.empty()) return;
+  std::int64_t total = 0;
+  for (const Tensor& t : tensors) total += t.numel();
+  Tensor flat =
+      empty({total}, TensorOptions{.dtype = tensors[0].dtype(), .device = tensors[0].device()});
+  std::int64_t offset = 0;
+  for (const Tensor& t : tensors) {
+    flat.narrow(0, offset, t.numel()).view(t.shape()).copy_(t);
+    offset += t.numel();
+  }
+  group_.broadcast(flat, /*root=*/0)->wait(options_.timeout);
+  offset = 0;
+  for (Tensor t : tensors) {  // a handle: copy_ writes into the module's storage
+    t.copy_(flat.narrow(0, offset, t.numel()).view(t.shape()));
+    offset += t.numel();
+  }
+}
+
+// ---- Gradients: the average over ranks -----------------------------------------------
+
+void DistributedDataParallel::average_gradients() {
+  std::vector<Tensor> grads;
+  grads.reserve(parameters_.size());
+  for (const auto& [name, p] : parameters_) {
+    DDP_CHECK(p.grad().defined(), "DistributedDataParallel::average_gradients on rank ",
+              group_.rank(), ": parameter '", name,
+              "' has no gradient: the last backward did not reach it"
+              "\nhint: every parameter must take part in the loss (unused parameters are "
+              "chapter 07's find_unused_parameters)");
+    grads.push_back(p.grad());
+  }
+  NoGradGuard no_grad;
+  if (options_.gradient_sync == GradientSync::PerParameter) {
+    average_each_parameter(grads);
+  } else {
+    average_flattened(grads);
+  }
+}
+
+// Note [Averaging gradients]
+// Rank r's loss is the mean over its b images, so its gradient g_r is that of its mean.
+// The global batch's mean loss is the mean of the ranks' means (all shards have b images),
+// so its gradient is (g_0 + ... + g_{W-1}) / W: an all-reduce (sum) and a division.
+// Every rank receives the same sum (a ring reduces each chunk on one rank and passes on
+// the result), so every rank applies the same update, bit for bit.
+
+// The plain version: one collective per parameter, all started before the first wait,
+// so the group can keep several in flight (Work is what makes that possible).
+void DistributedDataParallel::average_each_parameter(const std::vector<Tensor>& grads) {
+  std::vector<std::shared_ptr<Work>> pending;
+  pending.reserve(grads.size());
+  for (Tensor g : grads) pending.push_back(group_.all_reduce(g, ReduceOp::Sum));
+  for (const auto& work : pending) work->wait(options_.timeout);
+  const float inverse_world = 1.0f / static_cast<float>(group_.size());
+  for (Tensor g : grads) g.mul_(inverse_world);
+}
+
+// The flattened version: every collective pays a fixed cost (a round of messages around
+// the ring, a thread hand-off) whatever its size, and the ResNet's 29 gradients are small
+// (the largest is 36,864 floats). Copying them into one buffer of 77,754 floats pays that
+// cost once, for two memory copies; bench/README.md measures the difference.
+void DistributedDataParallel::average_flattened(const std::vector<Tensor>& grads) {
+  std::int64_t total = 0;
+  for (const Tensor& g : grads) total += g.numel();
+  Tensor flat = empty({total}, TensorOptions{.dtype = DType::Float32, .device = grads[0].device()});
+  std::int64_t offset = 0;
+  for (const Tensor& g : grads) {
+    flat.narrow(0, offset, g.numel()).view(g.shape()).copy_(g);
+    offset += g.numel();
+  }
+  group_.all_reduce(flat, ReduceOp::Sum)->wait(options_.timeout);
+  flat.mul_(1.0f / static_cast<float>(group_.size()));
+  offset = 0;
+  for (Tensor g : grads) {
+    g.copy_(flat.narrow(0, offset, g.numel()).view(g.shape()));
+    offset += g.numel();
+  }
+}
+
+void DistributedDataParallel::check_in_sync(std::int64_t step) const {
+  check_parameters_in_sync(*module_, group_, step);
+}
+
+}  // namespace ddp

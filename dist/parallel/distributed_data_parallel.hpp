@@ -1,0 +1,93 @@
+// DistributedDataParallel, chapter 06's first DDP: N processes train one model as if
+// they were one process with N times the batch.
+//
+//   auto model = std::make_shared<nn::ResNetMnist>(gen);        // same seed on every rank
+//   DistributedDataParallel ddp(model, *group);                 // check + broadcast rank 0's
+//   nn::SGD sgd(model->parameters(), {...});
+//   for each batch of this rank's shard (DistributedSampler):
+//     Variable loss = cross_entropy(ddp(batch.images), batch.labels);
+//     loss.backward();
+//     ddp.average_gradients();                                  // all-reduce, / world
+//     sgd.step();
+//
+// Three things make the replicas one model: they start equal (the constructor checks the
+// layout on every rank and broadcasts rank 0's values), they see the same gradient (the
+// average over ranks, which is the gradient of the mean loss over the global batch), and
+// they apply the same update (same optimizer, same learning rate). average_gradients()
+// comes in two versions a reader can compare (GradientSync): one all-reduce per parameter,
+// and one of all gradients flattened into a buffer. Chapter 07's Reducer does the
+// averaging inside backward, bucket by bucket, instead of after it.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "dist/process_group.hpp"
+#include "nn/module.hpp"
+
+namespace ddp {
+
+enum class GradientSync {
+  PerParameter,  // one all_reduce per parameter: 29 collectives for the ResNet
+  Flat,          // copy every gradient into one buffer, one all_reduce, copy back
+};
+const char* to_string(GradientSync sync);  // "per-parameter", "flat"
+
+struct DDPOptions {
+  // Before each forward with grad on, rank 0's buffers (BatchNorm's running statistics)
+  // are broadcast to every rank, so that all evaluate with rank 0's (PyTorch's default).
+  bool broadcast_buffers = true;
+  GradientSync gradient_sync = GradientSync::Flat;
+  // How long one collective may take before wait() gives up (Work::wait's timeout).
+  std::chrono::milliseconds timeout = Work::kDefaultTimeout;
+};
+
+class DistributedDataParallel {
+ public:
+  // Every rank of `group` constructs it with its own replica of the model. Checks that
+  // all replicas have the same parameters and buffers (check_same_model: every rank
+  // throws ddp::Error naming the first difference), then broadcasts rank 0's values.
+  // `group` must outlive this object.
+  DistributedDataParallel(std::shared_ptr<nn::Module> module, ProcessGroup& group,
+                          DDPOptions options = {});
+
+  // x -> module(x). With broadcast_buffers, grad mode on and the module training, rank 0's
+  // buffers are broadcast first.
+  Variable forward(const Variable& x);
+  Variable operator()(const Variable& x) { return forward(x); }
+
+  // After backward, before the optimizer step: every parameter's gradient becomes the
+  // average over the ranks. Every rank must call it after every backward. A parameter
+  // without a gradient is an error naming it (chapter 07 handles unused parameters).
+  void average_gradients();
+
+  // Broadcasts rank 0's buffers to every rank (one coalesced broadcast). forward() does it
+  // before each training forward; call it before an evaluation too, since that training
+  // forward then updated each rank's running statistics from its own shard.
+  void sync_buffers();
+
+  // check_parameters_in_sync(): every rank compares a hash of its parameters; throws on
+  // every rank, naming the ranks that drifted. `step` is for the message.
+  void check_in_sync(std::int64_t step) const;
+
+  nn::Module& module() const { return *module_; }
+  const std::shared_ptr<nn::Module>& module_ptr() const { return module_; }
+  ProcessGroup& process_group() const { return group_; }
+  const DDPOptions& options() const { return options_; }
+
+ private:
+  // The two versions of average_gradients().
+  void average_each_parameter(const std::vector<Tensor>& grads);
+  void average_flattened(const std::vector<Tensor>& grads);
+  // Broadcasts `tensors` from rank 0, all of one dtype, through one flat buffer.
+  void broadcast_coalesced(const std::vector<Tensor>& tensors);
+
+  std::shared_ptr<nn::Module> module_;
+  ProcessGroup& group_;
+  DDPOptions options_;
+  std::vector<std::pair<std::string, Variable>> parameters_;  // in registration order
+};
+
+}  // namespace ddp

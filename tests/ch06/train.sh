@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# Chapter 06, ddp-train on several ranks, as a user runs it (ddprun, mpirun, by hand).
+#   train.sh <scenario> <ddp-train> <ddprun> <mpirun> <ch06_equivalence> <data> <scratch>
+# Scenarios:
+#   deterministic  2 ranks twice: the same log lines and byte-identical checkpoints; only
+#                  rank 0 prints and writes --metrics; ddprun and mpirun (tcp backend)
+#                  print the same final line
+#   resume         2 ranks stopped after 5 steps and resumed = an uninterrupted run, bit
+#                  for bit (the checkpoint rank 0 wrote, loaded by both ranks)
+#   bad-input      ranks whose data differ, ranks that disagree on the world size, a
+#                  global batch that does not split: every rank exits non-zero, naming it
+#   different-model, drift, sum
+#                  ch06_equivalence with a planted fault: DDP refuses different models on
+#                  every rank; --check-sync names the rank that drifted; gradients summed
+#                  instead of averaged fail the equivalence check (it can fail)
+set -u
+scenario=$1 bin=$2 ddprun=$3 mpirun=$4 equivalence=$5 data=$6 work=$7
+rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
+. "$(dirname "$0")/../ch04_train/common.sh"
+small_mnist "$data" mnist && data=$PWD/mnist
+flags=(--data "$data" --device cpu --threads 1 --seed 3 --global-batch-size 32 --epochs 2)
+
+# run_ranks <log> <command...>: exit code in $rc. ddprun prefixes each line with
+# "[rank N] "; <log> has the lines without it, <log>.raw as they came.
+run_ranks() {
+  local log=$1
+  shift
+  rc=0
+  timeout 120 "$@" >"$log.raw" 2>&1 || rc=$?
+  sed 's/^\[rank [0-9]*\] //' "$log.raw" >"$log"
+}
+
+case $scenario in
+deterministic)
+  run_ranks a.log "$ddprun" --nproc-per-node 2 "$bin" "${flags[@]}" --save a.ckpt --metrics a.csv
+  ((rc == 0)) || { cat a.log; fail "ddprun -n 2 ddp-train exited $rc"; }
+  # --check-sync 1 compares the replicas after every step: they agree, and checking
+  # changes nothing.
+  run_ranks b.log "$ddprun" --nproc-per-node 2 "$bin" "${flags[@]}" --save b.ckpt --check-sync 1
+  ((rc == 0)) || { cat b.log; fail "second run exited $rc"; }
+  grep -q '2 ranks (tcp, gradients flat), batch 16 per rank = 32 global' a.log ||
+    { cat a.log; fail "the log does not state the ranks and the global batch"; }
+  [ "$(grep -c '^\[rank 0\] epoch 2/2:' a.log.raw)" = 1 ] &&
+    ! grep -q '^\[rank 1\] epoch' a.log.raw ||
+    { cat a.log.raw; fail "rank 0, and only rank 0, should print the epochs"; }
+  [ "$(summary a.log 2)" = "$(summary b.log 2)" ] ||
+    fail "two runs differ: $(summary a.log 2) vs $(summary b.log 2)"
+  cmp a.ckpt b.ckpt || fail "the checkpoints of two identical runs differ"
+  [ "$(wc -l <a.csv)" = 3 ] || { cat a.csv; fail "--metrics should hold a header and 2 rows"; }
+  echo "ddprun:  $(final_line a.log)"
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  # mpirun says who each rank is, but not where rank 0's store listens: a port of our own.
+  port=$((20000 + RANDOM % 4000))
+  run_ranks m.log "$mpirun" -np 2 --oversubscribe -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT=$port \
+    "$bin" "${flags[@]}" --backend tcp
+  ((rc == 0)) || { cat m.log; fail "mpirun -np 2 ddp-train exited $rc"; }
+  echo "mpirun:  $(final_line m.log)"
+  [ -n "$(final_line a.log)" ] && [ "$(final_line a.log)" = "$(final_line m.log)" ] ||
+    fail "ddprun and mpirun give different final lines"
+  ;;
+resume)
+  run_ranks full.log "$ddprun" --nproc-per-node 2 "$bin" "${flags[@]}" --save full.ckpt
+  ((rc == 0)) || { cat full.log; fail "uninterrupted run exited $rc"; }
+  run_ranks part.log "$ddprun" --nproc-per-node 2 "$bin" "${flags[@]}" --max-steps 5 \
+    --save part.ckpt
+  ((rc == 0)) || { cat part.log; fail "the first half exited $rc"; }
+  run_ranks rest.log "$ddprun" --nproc-per-node 2 "$bin" "${flags[@]}" --resume part.ckpt \
+    --save part.ckpt
+  ((rc == 0)) || { cat rest.log; fail "the resumed run exited $rc"; }
+  grep -q 'resumed from part.ckpt: epoch 1, step 5' rest.log ||
+    { cat rest.log; fail "no resume line"; }
+  [ "$(summary full.log 2)" = "$(summary rest.log 2)" ] ||
+    fail "resumed run differs: $(summary rest.log 2) vs $(summary full.log 2)"
+  cmp full.ckpt part.ckpt || fail "resumed checkpoint differs from the uninterrupted one"
+  run_ranks three.log "$ddprun" --nproc-per-node 4 "$bin" "${flags[@]}" --resume part.ckpt
+  ((rc != 0)) && grep -q 'ranks 2 (this run: 4)' three.log ||
+    { cat three.log; fail "resuming on another number of ranks was not refused by name"; }
+  ;;
+bad-input)
+  # Rank 1 reads a folder with fewer training images: both ranks must say so.
+  mkdir -p other && cp mnist/* other/
+  head -c $((16 + 100 * 784)) mnist/train-images-idx3-ubyte >other/train-images-idx3-ubyte
+  count_100() { printf '\x00\x00\x00\x64' | dd of="$1" bs=1 seek=4 conv=notrunc 2>/dev/null; }
+  count_100 other/train-images-idx3-ubyte
+  head -c $((8 + 100)) mnist/train-labels-idx1-ubyte >other/train-labels-idx1-ubyte
+  count_100 other/train-labels-idx1-ubyte
+  port=$((20000 + RANDOM % 4000))
+  common=(--device cpu --threads 1 --epochs 1 --global-batch-size 32)
+  (MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=2 \
+    timeout 60 "$bin" --data "$data" "${common[@]}" >r0.log 2>&1; echo $? >r0.rc) &
+  (MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 LOCAL_WORLD_SIZE=2 \
+    timeout 60 "$bin" --data "$PWD/other" "${common[@]}" >r1.log 2>&1; echo $? >r1.rc) &
+  wait
+  for r in 0 1; do
+    [ "$(cat r$r.rc)" = 1 ] || { cat r$r.log; fail "rank $r exited $(cat r$r.rc), expected 1"; }
+    grep -q "the ranks read different data (rank $r reads .*): rank 0 has 256 training and" \
+      r$r.log &&
+      grep -q 'rank 1 has 100 training and 100 test images' r$r.log ||
+      { cat r$r.log; fail "rank $r did not name the data that differ"; }
+  done
+  echo "different data: $(grep -h -m1 error r1.log)"
+  # A world size the ranks disagree on: refused at rendezvous, nobody waits 5 minutes.
+  port=$((20000 + RANDOM % 4000))
+  start=$SECONDS
+  (MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=2 \
+    timeout 90 "$bin" --data "$data" "${common[@]}" >w0.log 2>&1; echo $? >w0.rc) &
+  (MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RANK=1 WORLD_SIZE=4 LOCAL_RANK=1 LOCAL_WORLD_SIZE=4 \
+    timeout 90 "$bin" --data "$data" "${common[@]}" >w1.log 2>&1; echo $? >w1.rc) &
+  wait
+  for r in 0 1; do
+    rc=$(cat w$r.rc)
+    ((rc != 0 && rc != 124)) || { cat w$r.log; fail "world-size disagreement: rank $r exited $rc"; }
+    grep -q 'rank 1 was started with world size 4, but rank 0 with 2' w$r.log ||
+      { cat w$r.log; fail "rank $r does not name the world sizes"; }
+  done
+  echo "world sizes 2 and 4: exits $(cat w0.rc)/$(cat w1.rc) after $((SECONDS - start)) s"
+  # The same under mpirun and the mpi backend (MPMD: each rank its own --data): mpirun
+  # must end the job, both ranks naming the difference.
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  run_ranks mpmd.log "$mpirun" --oversubscribe -np 1 "$bin" --data "$data" "${common[@]}" \
+    --backend mpi : -np 1 "$bin" --data "$PWD/other" "${common[@]}" --backend mpi
+  ((rc != 0 && rc != 124)) || { cat mpmd.log; fail "mpirun with different data exited $rc"; }
+  [ "$(grep -c 'the ranks read different data' mpmd.log)" = 2 ] ||
+    { cat mpmd.log; fail "under mpirun, not both ranks named the data that differ"; }
+  run_ranks split.log "$ddprun" --nproc-per-node 3 "$bin" --data "$data" "${common[@]}"
+  ((rc != 0)) &&
+    grep -q 'a global batch of 32 images does not split evenly over 3 ranks' split.log ||
+    { cat split.log; fail "an uneven global batch was not refused by name"; }
+  ;;
+different-model)
+  run_ranks dm.log "$ddprun" --nproc-per-node 3 "$equivalence" --backend tcp --plant different-model
+  ((rc != 0)) || { cat dm.log; fail "different models were accepted"; }
+  want="rank 1 holds a different model than rank 0 .*first difference at entry 3: "
+  want+="rank 0 has 'parameter 1.weight float32 (2, 8)', "
+  want+="rank 1 has 'parameter 1.weight float32 (3, 8)'"
+  n=$(grep -c "$want" dm.log)
+  [ "$n" = 3 ] || { cat dm.log; fail "expected all 3 ranks to name the difference, got $n"; }
+  ;;
+drift)
+  run_ranks drift.log "$ddprun" --nproc-per-node 3 "$equivalence" --backend tcp --plant drift
+  ((rc != 0)) || { cat drift.log; fail "a drifted rank went unnoticed"; }
+  n=$(grep -c 'check-sync at step 3: the parameters of rank 2 differ from the other' drift.log)
+  [ "$n" = 3 ] || { cat drift.log; fail "expected all 3 ranks to name rank 2, got $n"; }
+  ;;
+sum)
+  run_ranks sum.log "$ddprun" --nproc-per-node 2 "$equivalence" --backend tcp --plant sum
+  ((rc != 0)) && grep -q 'parameters differ from the reference by' sum.log ||
+    { cat sum.log; fail "gradients summed instead of averaged passed the equivalence check"; }
+  grep -m2 'differ from the reference' sum.log
+  ;;
+*) fail "unknown scenario $scenario" ;;
+esac
+echo "ok: $scenario"
