@@ -104,7 +104,10 @@ int main(int argc, char** argv) {
         std::filesystem::temp_directory_path() /
         ("bench_epoch_" + std::to_string(static_cast<long long>(::getpid())) + ".csv");
 
-    ddp::train::TrainOptions t;  // the defaults are the anchor's recipe (options.hpp)
+    // The anchor's recipe: ddp-train's defaults (options.hpp) with the constant learning
+    // rate of the anchors (chapter 06 made a schedule the default).
+    ddp::train::TrainOptions t;
+    t.schedule = "constant";
     t.epochs = o.epochs;
     t.threads = o.threads;
     t.device = "cpu";
@@ -112,7 +115,8 @@ int main(int argc, char** argv) {
     std::printf("bench_epoch: ddp-train's Trainer on the CPU, %d thread(s), %lld epoch(s), batch"
                 " %lld, lr %g, momentum %g, weight decay %g, seed %llu\n\n",
                 o.threads, static_cast<long long>(t.epochs),
-                static_cast<long long>(t.batch_size), t.lr, t.momentum, t.weight_decay,
+                static_cast<long long>(ddp::train::per_rank_batch(t, 1)), t.lr, t.momentum,
+                t.weight_decay,
                 static_cast<unsigned long long>(t.seed));
     {
       ddp::train::Trainer trainer(t);

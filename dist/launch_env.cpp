@@ -617,4 +617,9 @@ LaunchEnv discover_launch_env(const Environment& env) {
   return le;
 }
 
+bool in_slurm_batch_shell(const Environment& env) {
+  return detect_launcher(env) == Launcher::Slurm && env.count("SLURM_STEP_ID") == 0 &&
+         env.count("SLURM_STEPID") == 0;
+}
+
 }  // namespace ddp

@@ -65,6 +65,12 @@ struct LaunchEnv {
 LaunchEnv discover_launch_env(const Environment& env);
 inline LaunchEnv discover_launch_env() { return discover_launch_env(current_environment()); }
 
+// True in a SLURM batch script or salloc shell: SLURM's variables decide (no launcher of
+// higher precedence set its own), but no job step (no srun) started this process. There
+// discover_launch_env refuses a job of several tasks; a program that can also run alone
+// (ddp-train) may do so instead.
+bool in_slurm_batch_shell(const Environment& env);
+
 // Expands a SLURM hostlist expression: "node[1-2]" -> {node1, node2};
 // "gnodee[2-5],gnoded1"; "a[01-03,7]b" -> {a01b, a02b, a03b, a7b} (zero padding kept);
 // several bracket groups give every combination, the leftmost varying slowest. Throws

@@ -18,7 +18,7 @@
 
 namespace ddp::nn {
 
-class BatchNorm2d final : public Module {
+class BatchNorm2d : public Module {
  public:
   explicit BatchNorm2d(std::int64_t num_features, double eps = 1e-5, double momentum = 0.1);
 
@@ -34,7 +34,7 @@ class BatchNorm2d final : public Module {
   double eps() const { return eps_; }
   double momentum() const { return momentum_; }
 
- private:
+ protected:  // SyncBatchNorm2d (chapter 06) normalises the same state differently
   std::int64_t num_features_;
   double eps_;
   double momentum_;

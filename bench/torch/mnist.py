@@ -14,8 +14,8 @@ import struct
 
 import numpy as np
 
-DEFAULT_DIR = os.environ.get(
-    "MNIST_DIR", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "data", "mnist-10k"))
+DEFAULT_DIR = os.environ.get("MNIST_DIR") or os.path.join(  # unset or empty: the bundled set
+    os.path.dirname(os.path.abspath(__file__)), "..", "..", "data", "mnist-10k")
 MEAN, STD = 0.1307, 0.3081
 
 

@@ -4,7 +4,6 @@
 #include "autograd/function.hpp"
 #include "autograd/functions.hpp"
 #include "autograd/ops/batch_norm_check.hpp"
-#include "nn/batch_norm2d.hpp"
 #include "tensor/ops.hpp"
 
 namespace ddp {
@@ -110,23 +109,14 @@ Variable sync_batch_norm(const Variable& x, const Variable& weight, const Variab
 
 SyncBatchNorm2d::SyncBatchNorm2d(std::int64_t num_features, ProcessGroup& group, double eps,
                                  double momentum)
-    : num_features_(num_features), group_(group), eps_(eps), momentum_(momentum) {
-  DDP_CHECK(num_features > 0, "SyncBatchNorm2d(", num_features, "): needs at least one channel");
-  weight_ = register_parameter("weight", ones({num_features}));
-  bias_ = register_parameter("bias", zeros({num_features}));
-  running_mean_ = register_buffer("running_mean", zeros({num_features}));
-  running_var_ = register_buffer("running_var", ones({num_features}));
-}
+    : BatchNorm2d(num_features, eps, momentum), group_(group) {}
 
 Variable SyncBatchNorm2d::forward(const Variable& x) {
+  if (!is_training()) return BatchNorm2d::forward(x);  // running statistics: nothing to sync
   DDP_CHECK(x.dim() == 4 && x.size(1) == num_features_, describe(), ": expected input (B, ",
             num_features_, ", H, W), got ", x.data().describe());
-  if (!is_training()) {  // running statistics: nothing to synchronise
-    return batch_norm(x, weight_, bias_, running_mean_.data(), running_var_.data(),
-                      /*training=*/false, momentum_, eps_);
-  }
-  return sync_batch_norm(x, weight_, bias_, running_mean_.data(), running_var_.data(), momentum_,
-                         eps_, group_);
+  return sync_batch_norm(x, weight_, bias_, running_mean_.data(), running_var_.data(),
+                         momentum_, eps_, group_);
 }
 
 std::string SyncBatchNorm2d::describe() const {
@@ -138,6 +128,7 @@ std::string SyncBatchNorm2d::describe() const {
 int convert_sync_batchnorm(nn::Module& module, ProcessGroup& group) {
   int replaced = 0;
   for (const auto& [name, child] : module.children()) {
+    if (dynamic_cast<SyncBatchNorm2d*>(child.get()) != nullptr) continue;  // done already
     auto* bn = dynamic_cast<nn::BatchNorm2d*>(child.get());
     if (bn == nullptr) {
       replaced += convert_sync_batchnorm(*child, group);  // look further down

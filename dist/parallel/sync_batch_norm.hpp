@@ -6,8 +6,8 @@
 // all 128, exactly what one process with the whole batch would compute; its backward
 // all-reduces the two per-channel gradient sums that the normalisation couples (Note
 // [The batch-norm backward] in autograd/ops/batch_norm.cpp). In evaluation mode it is a
-// plain BatchNorm2d: running statistics, no communication. Same parameters and buffers,
-// same names, as nn::BatchNorm2d, so checkpoints load into either.
+// plain BatchNorm2d: running statistics, no communication. It is a BatchNorm2d (the same
+// parameters and buffers, by name), so checkpoints load into either.
 #pragma once
 
 #include <cstdint>
@@ -15,35 +15,25 @@
 #include <string>
 
 #include "dist/process_group.hpp"
+#include "nn/batch_norm2d.hpp"
 #include "nn/module.hpp"
 
 namespace ddp {
 
-class SyncBatchNorm2d final : public nn::Module {
+class SyncBatchNorm2d final : public nn::BatchNorm2d {
  public:
   // `group` must outlive the module and every backward through it.
   SyncBatchNorm2d(std::int64_t num_features, ProcessGroup& group, double eps = 1e-5,
                   double momentum = 0.1);
 
   // x: (B, C, H, W) -> (B, C, H, W). In training, every rank of `group` must call it (the
-  // same module, in the same order): it runs two all-reduces, and one in backward.
+  // same module, in the same order): it runs two all-reduces, and one in backward. In
+  // evaluation it is BatchNorm2d::forward.
   Variable forward(const Variable& x) override;
   std::string describe() const override;
 
-  const Variable& weight() const { return weight_; }
-  const Variable& bias() const { return bias_; }
-  const Tensor& running_mean() const { return running_mean_.data(); }
-  const Tensor& running_var() const { return running_var_.data(); }
-
  private:
-  std::int64_t num_features_;
   ProcessGroup& group_;
-  double eps_;
-  double momentum_;
-  Variable weight_;
-  Variable bias_;
-  Variable running_mean_;
-  Variable running_var_;
 };
 
 // The op itself, on Variables: training-mode batch norm over the union of every rank's x.

@@ -442,3 +442,21 @@ TEST_CASE("a rank's GPU is its local rank, or device 0 when it sees one GPU",
   for (int local = 0; local < 4; ++local) CHECK(ddp::gpu_for_local_rank(local, 1) == 0);
   CHECK(ddp::gpu_for_local_rank(0, 0) == -1);  // no GPU at all
 }
+
+TEST_CASE("launch env: a SLURM batch script is told apart from a task that srun started",
+          "[ch05][launch_env]") {
+  // The batch script of a 2-task job: the job's variables, no step. Chapter 06's
+  // ddp-train trains alone there; discover_launch_env refuses it.
+  const Environment script = {{"SLURM_JOB_ID", "7"}, {"SLURM_PROCID", "0"},
+                              {"SLURM_NTASKS", "2"}, {"SLURM_TASKS_PER_NODE", "2"}};
+  CHECK(ddp::in_slurm_batch_shell(script));
+  CHECK_THROWS_WITH(ddp::discover_launch_env(script), Contains("no srun started this process"));
+  Environment step = script;
+  step["SLURM_STEP_ID"] = "0";
+  CHECK_FALSE(ddp::in_slurm_batch_shell(step));
+  Environment torchrun = script;  // torchrun inside the script: its variables decide
+  torchrun["RANK"] = "0";
+  torchrun["WORLD_SIZE"] = "1";
+  CHECK_FALSE(ddp::in_slurm_batch_shell(torchrun));
+  CHECK_FALSE(ddp::in_slurm_batch_shell({}));
+}

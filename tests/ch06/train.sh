@@ -84,15 +84,25 @@ bad-input)
   count_100 other/train-images-idx3-ubyte
   head -c $((8 + 100)) mnist/train-labels-idx1-ubyte >other/train-labels-idx1-ubyte
   count_100 other/train-labels-idx1-ubyte
-  port=$((20000 + RANDOM % 4000))
   common=(--device cpu --threads 1 --epochs 1 --global-batch-size 32)
-  (MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=2 \
-    timeout 60 "$bin" --data "$data" "${common[@]}" >r0.log 2>&1; echo $? >r0.rc) &
-  (MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 LOCAL_WORLD_SIZE=2 \
-    timeout 60 "$bin" --data "$PWD/other" "${common[@]}" >r1.log 2>&1; echo $? >r1.rc) &
-  wait
+  # by_hand <name> <world of rank 0> <world of rank 1> <data of rank 1>: two ranks started
+  # by hand with torchrun's variables; rank r's output in <name>r.log, exit code in $code_r.
+  by_hand() {
+    local port=$((20000 + RANDOM % 4000)) r world data_r
+    for r in 0 1; do
+      world=$2 data_r=$data
+      ((r == 1)) && world=$3 data_r=$4
+      (MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RANK=$r WORLD_SIZE=$world LOCAL_RANK=$r \
+        LOCAL_WORLD_SIZE=$world timeout 90 "$bin" --data "$data_r" "${common[@]}" \
+        >"$1$r.log" 2>&1; echo $? >"$1$r.rc") &
+    done
+    wait
+    code_0=$(cat "${1}0.rc") code_1=$(cat "${1}1.rc")
+  }
+  by_hand r 2 2 "$PWD/other"
   for r in 0 1; do
-    [ "$(cat r$r.rc)" = 1 ] || { cat r$r.log; fail "rank $r exited $(cat r$r.rc), expected 1"; }
+    code=code_$r
+    [ "${!code}" = 1 ] || { cat r$r.log; fail "rank $r exited ${!code}, expected 1"; }
     grep -q "the ranks read different data (rank $r reads .*): rank 0 has 256 training and" \
       r$r.log &&
       grep -q 'rank 1 has 100 training and 100 test images' r$r.log ||
@@ -100,20 +110,16 @@ bad-input)
   done
   echo "different data: $(grep -h -m1 error r1.log)"
   # A world size the ranks disagree on: refused at rendezvous, nobody waits 5 minutes.
-  port=$((20000 + RANDOM % 4000))
   start=$SECONDS
-  (MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=2 \
-    timeout 90 "$bin" --data "$data" "${common[@]}" >w0.log 2>&1; echo $? >w0.rc) &
-  (MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RANK=1 WORLD_SIZE=4 LOCAL_RANK=1 LOCAL_WORLD_SIZE=4 \
-    timeout 90 "$bin" --data "$data" "${common[@]}" >w1.log 2>&1; echo $? >w1.rc) &
-  wait
+  by_hand w 2 4 "$data"
   for r in 0 1; do
-    rc=$(cat w$r.rc)
-    ((rc != 0 && rc != 124)) || { cat w$r.log; fail "world-size disagreement: rank $r exited $rc"; }
+    code=code_$r
+    ((${!code} != 0 && ${!code} != 124)) ||
+      { cat w$r.log; fail "world-size disagreement: rank $r exited ${!code}"; }
     grep -q 'rank 1 was started with world size 4, but rank 0 with 2' w$r.log ||
       { cat w$r.log; fail "rank $r does not name the world sizes"; }
   done
-  echo "world sizes 2 and 4: exits $(cat w0.rc)/$(cat w1.rc) after $((SECONDS - start)) s"
+  echo "world sizes 2 and 4: exits $code_0/$code_1 after $((SECONDS - start)) s"
   # The same under mpirun and the mpi backend (MPMD: each rank its own --data): mpirun
   # must end the job, both ranks naming the difference.
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1

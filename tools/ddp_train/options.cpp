@@ -54,15 +54,18 @@ Trains the ResNet-style network of chapter 04 on MNIST and reports test accuracy
   --momentum X          SGD momentum (default 0.9)
   --weight-decay X      L2 penalty added to the gradient (default 5e-4)
   --seed N              initial weights and shuffling (default 0)
-  --device D            cpu, cuda, cuda:N or auto (default auto: a GPU when present)
-  --threads N           CPU threads (default: OpenMP's, i.e. OMP_NUM_THREADS or all cores)
+  --device D            cpu, cuda, cuda:N or auto (default auto: a GPU when present,
+                        cuda:<local rank> on several ranks)
+  --threads N           CPU threads per rank (default: OMP_NUM_THREADS, else the
+                        cores divided among the ranks on this node)
   --metrics FILE.csv    write one row of metrics per epoch
   --save PATH           write a checkpoint (model + optimizer + progress) after every epoch
   --resume PATH         continue from a checkpoint written by --save
 
 Data parallel (chapter 06): started by ddprun, srun, mpirun or torchrun, every rank
 trains on its shard and gradients are averaged; alone, it is one process.
-  --backend B           tcp, mpi, nccl or auto (default auto: nccl on GPUs, else tcp)
+  --backend B           tcp, mpi, nccl or auto (default auto: nccl when every rank has
+                        a GPU of its own, else tcp)
   --sync-bn             SyncBatchNorm: batch statistics over the global batch
   --grad-sync S         flat (one all-reduce of all gradients) or per-parameter
                         (default flat)

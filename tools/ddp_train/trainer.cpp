@@ -140,8 +140,21 @@ Device resolve_device(const std::string& name, int local_rank) {
   return device;
 }
 
-std::unique_ptr<ProcessGroup> join_process_group(const TrainOptions& options, Device device) {
-  const LaunchEnv env = discover_launch_env();
+LaunchEnv discover_for_training() {
+  const Environment env = current_environment();
+  try {
+    return discover_launch_env(env);
+  } catch (const Error& e) {
+    if (!in_slurm_batch_shell(env)) throw;
+    std::fprintf(stderr,
+                 "ddp-train: no srun started this process in a job of several tasks: "
+                 "training as one process (srun ddp-train ... starts one rank per task)\n");
+    return LaunchEnv{};
+  }
+}
+
+std::unique_ptr<ProcessGroup> join_process_group(const TrainOptions& options,
+                                                const LaunchEnv& env, Device device) {
   if (env.world_size == 1) return nullptr;  // alone: no group, no averaging
   InitOptions init;
   init.backend = options.backend;
@@ -155,12 +168,12 @@ std::unique_ptr<ProcessGroup> join_process_group(const TrainOptions& options, De
   return init_process_group(init);
 }
 
-int threads_per_rank(const TrainOptions& options) {
+int threads_per_rank(const TrainOptions& options, const LaunchEnv& launch) {
   if (options.threads > 0) return options.threads;
   if (std::getenv("OMP_NUM_THREADS") != nullptr) return get_num_threads();  // the user's choice
   // Ranks that share a node share its cores: 2 ranks on 2 cores with 2 threads each would
   // fight over them (torchrun sets OMP_NUM_THREADS=1 for the same reason).
-  const int ranks_here = std::max(1, discover_launch_env().local_world_size);
+  const int ranks_here = std::max(1, launch.local_world_size);
   return std::max(1, get_num_threads() / ranks_here);
 }
 
@@ -189,15 +202,16 @@ void Trainer::together(const char* what, Action&& action) {
 
 Trainer::Trainer(TrainOptions options)
     : options_(std::move(options)),
-      device_(resolve_device(options_.device, discover_launch_env().local_rank)),
-      group_(join_process_group(options_, device_)),
+      launch_(discover_for_training()),
+      device_(resolve_device(options_.device, launch_.local_rank)),
+      group_(join_process_group(options_, launch_, device_)),
       batch_size_(per_rank_batch(options_, world_size())),
       train_set_(MnistSplit::Train, data_folder(options_)),
       test_set_(MnistSplit::Test, data_folder(options_)),
       sampler_(train_set_.size(), world_size(), rank(), /*shuffle=*/true, options_.seed,
                /*drop_last=*/false),
       init_generator_(options_.seed) {
-  set_num_threads(threads_per_rank(options_));
+  set_num_threads(threads_per_rank(options_, launch_));
   check_same_data();
   // Every rank builds the model from the same seed; DDP checks they agree and copies
   // rank 0's values anyway. SyncBatchNorm goes in before DDP and the optimizer see the

@@ -26,6 +26,7 @@
 #include "data/distributed_sampler.hpp"
 #include "data/mnist.hpp"
 #include "dist/parallel/distributed_data_parallel.hpp"
+#include "dist/launch_env.hpp"
 #include "dist/process_group.hpp"
 #include "nn/lr_schedule.hpp"
 #include "nn/resnet_mnist.hpp"
@@ -96,6 +97,7 @@ class Trainer {
   void write_metrics(const EpochResult& r);
 
   TrainOptions options_;
+  LaunchEnv launch_;  // who started this process (discover_for_training)
   Device device_;
   std::unique_ptr<ProcessGroup> group_;  // null: one process
   std::int64_t batch_size_;              // per rank
@@ -125,10 +127,16 @@ Device resolve_device(const std::string& name, int local_rank = 0);
 // The process group for this run: null when no launcher started several ranks (and none
 // started this one at all), else init_process_group with --backend ("auto": nccl for a
 // CUDA device, tcp otherwise).
-std::unique_ptr<ProcessGroup> join_process_group(const TrainOptions& options, Device device);
+std::unique_ptr<ProcessGroup> join_process_group(const TrainOptions& options,
+                                                const LaunchEnv& launch, Device device);
+
+// The launcher's word (discover_launch_env), or one process in a SLURM batch script that
+// no srun started: there ddp-train trains alone, as chapter 04's job scripts run it, and
+// says so on stderr.
+LaunchEnv discover_for_training();
 
 // CPU threads for this rank: --threads, else OMP_NUM_THREADS, else the cores divided
 // among the ranks this node runs.
-int threads_per_rank(const TrainOptions& options);
+int threads_per_rank(const TrainOptions& options, const LaunchEnv& launch);
 
 }  // namespace ddp::train
