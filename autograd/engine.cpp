@@ -46,7 +46,17 @@ std::unordered_map<Node*, int> count_dependencies(Node* root) {
   return dependencies;
 }
 
+// The callbacks queued during the backward pass running on this thread; null outside one.
+// (A hook could start a nested backward; each pass keeps its own list.)
+thread_local std::vector<std::function<void()>>* t_callbacks = nullptr;
+
 }  // namespace
+
+void queue_backward_callback(std::function<void()> callback) {
+  DDP_CHECK(t_callbacks != nullptr,
+            "queue_backward_callback() outside a backward pass: call it from a grad-ready hook");
+  t_callbacks->push_back(std::move(callback));
+}
 
 void run_backward(const Variable& root, const Tensor& grad_root, bool retain_graph) {
   DDP_CHECK(root.requires_grad(), "backward() on a Variable that does not require grad",
@@ -68,6 +78,12 @@ void run_backward(const Variable& root, const Tensor& grad_root, bool retain_gra
   std::unordered_map<Node*, Tensor> buffers{{root_node.get(), grad}};
   std::priority_queue<Node*, std::vector<Node*>, LaterFirst> ready;
   ready.push(root_node.get());
+  std::vector<std::function<void()>> callbacks;
+  struct Restore {  // the enclosing pass's list, even when a node throws
+    std::vector<std::function<void()>>* saved;
+    ~Restore() { t_callbacks = saved; }
+  } restore{t_callbacks};
+  t_callbacks = &callbacks;
 
   while (!ready.empty()) {
     Node* node = ready.top();
@@ -91,6 +107,12 @@ void run_backward(const Variable& root, const Tensor& grad_root, bool retain_gra
       }
       if (--dependencies[child] == 0) ready.push(child);
     }
+  }
+
+  // The graph is done. A callback may queue another (it is still "inside" this pass).
+  for (std::size_t i = 0; i < callbacks.size(); ++i) {
+    std::function<void()> callback = std::move(callbacks[i]);
+    callback();
   }
 }
 

@@ -33,7 +33,9 @@ std::vector<Tensor> AccumulateGrad::backward(const Tensor& grad_output) {
     // Hooks may call ops (the Reducer copies into buckets); none of that is recorded.
     NoGradGuard no_grad;
     const Variable self = Variable::from_impl(leaf_);
-    for (const GradReadyHook& hook : leaf.grad_ready_hooks) hook(self);
+    // A copy: a hook may remove itself (or another) while the list is walked.
+    const auto hooks = leaf.grad_ready_hooks;
+    for (const auto& [id, hook] : hooks) hook(self);
   }
   return {};
 }

@@ -3,6 +3,8 @@
 
 #include "autograd/engine.hpp"
 
+#include <atomic>
+
 namespace ddp {
 
 Variable::Variable(Tensor data, bool requires_grad)
@@ -67,10 +69,18 @@ void Variable::backward(const Tensor& grad_output, bool retain_graph) const {
 
 Variable Variable::detach() const { return Variable(data(), false); }
 
-void Variable::register_grad_ready_hook(GradReadyHook hook) const {
+GradReadyHookId Variable::register_grad_ready_hook(GradReadyHook hook) const {
   DDP_CHECK(is_leaf() && requires_grad(),
             "grad-ready hooks are for leaves that require grad (parameters)");
-  impl_->grad_ready_hooks.push_back(std::move(hook));
+  // Ids are unique in the process, so an id can never remove another Variable's hook.
+  static std::atomic<GradReadyHookId> next_id{1};
+  const GradReadyHookId id = next_id.fetch_add(1, std::memory_order_relaxed);
+  impl_->grad_ready_hooks.emplace_back(id, std::move(hook));
+  return id;
+}
+
+void Variable::remove_grad_ready_hook(GradReadyHookId id) const {
+  std::erase_if(impl_->grad_ready_hooks, [id](const auto& entry) { return entry.first == id; });
 }
 
 void Variable::clear_grad_ready_hooks() const { impl_->grad_ready_hooks.clear(); }

@@ -8,8 +8,10 @@
 #pragma once
 
 #include <functional>
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "autograd/node.hpp"
@@ -19,6 +21,8 @@ namespace ddp {
 
 class Variable;
 using GradReadyHook = std::function<void(const Variable&)>;
+// What register_grad_ready_hook returns: pass it to remove_grad_ready_hook.
+using GradReadyHookId = std::uint64_t;
 
 namespace detail {
 
@@ -28,7 +32,7 @@ struct VariableImpl {
   bool requires_grad = false;
   std::shared_ptr<Node> grad_fn;     // null for leaves
   std::weak_ptr<Node> accumulator;   // a leaf's AccumulateGrad, shared by all its uses
-  std::vector<GradReadyHook> grad_ready_hooks;
+  std::vector<std::pair<GradReadyHookId, GradReadyHook>> grad_ready_hooks;  // in registration order
 };
 
 }  // namespace detail
@@ -69,8 +73,11 @@ class Variable {
   Variable detach() const;
 
   // Chapter 07: `hook` runs once in every backward pass that reaches this leaf, right
-  // after the leaf's gradient for that pass is final (accumulated into grad()).
-  void register_grad_ready_hook(GradReadyHook hook) const;
+  // after the leaf's gradient for that pass is final (accumulated into grad()). Hooks run
+  // in the order they were registered; each can be removed on its own through its id
+  // (a Reducer removes exactly its own hooks and leaves a user's in place).
+  GradReadyHookId register_grad_ready_hook(GradReadyHook hook) const;
+  void remove_grad_ready_hook(GradReadyHookId id) const;  // unknown ids are ignored
   void clear_grad_ready_hooks() const;
 
   // The edge an op records for this input: the leaf's AccumulateGrad, the grad_fn of a

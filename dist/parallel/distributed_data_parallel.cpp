@@ -13,6 +13,8 @@ const char* to_string(GradientSync sync) {
       return "per-parameter";
     case GradientSync::Flat:
       return "flat";
+    case GradientSync::Bucketed:
+      return "bucketed";
   }
   return "?";
 }
@@ -33,6 +35,11 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   for (const auto& [name, p] : parameters_) values.push_back(p.data());
   broadcast_coalesced(values);
   sync_buffers();
+  if (options_.gradient_sync == GradientSync::Bucketed) {
+    ReducerOptions reducer = options_.reducer;
+    reducer.timeout = options_.timeout;
+    reducer_ = std::make_unique<Reducer>(parameters_, group_, reducer);
+  }
 }
 
 // ---- Forward -------------------------------------------------------------------------
@@ -40,10 +47,23 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
 Variable DistributedDataParallel::forward(const Variable& x) {
   // Only where the forward will train: an evaluation pass (no grad, or eval mode) reads
   // the running statistics but does not need them equal, and skips the collective.
-  if (options_.broadcast_buffers && grad_enabled() && module_->is_training()) {
-    sync_buffers();
-  }
-  return module_->forward(x);
+  const bool training = grad_enabled() && module_->is_training();
+  if (options_.broadcast_buffers && training) sync_buffers();
+  Variable output = (*module_)(x);
+  if (reducer_ && training) reducer_->prepare_for_backward(output, require_sync_);
+  return output;
+}
+
+DistributedDataParallel::NoSyncGuard DistributedDataParallel::no_sync() {
+  DDP_CHECK(reducer_ != nullptr, "DistributedDataParallel::no_sync needs the bucketed "
+            "gradient sync (the Reducer); this DDP averages with ", to_string(options_.gradient_sync));
+  return NoSyncGuard(*this);
+}
+
+Reducer& DistributedDataParallel::reducer() const {
+  DDP_CHECK(reducer_ != nullptr, "DistributedDataParallel::reducer: this DDP averages with ",
+            to_string(options_.gradient_sync), ", not with the Reducer");
+  return *reducer_;
 }
 
 void DistributedDataParallel::sync_buffers() {
@@ -80,6 +100,12 @@ void DistributedDataParallel::broadcast_coalesced(const std::vector<Tensor>& ten
 // ---- Gradients: the average over ranks -----------------------------------------------
 
 void DistributedDataParallel::average_gradients() {
+  if (reducer_) {
+    DDP_CHECK(reducer_->finished(), "DistributedDataParallel::average_gradients on rank ",
+              group_.rank(), ": the backward of the last forward has not run (or has not "
+              "finished): the Reducer averages inside backward");
+    return;
+  }
   std::vector<Tensor> grads;
   grads.reserve(parameters_.size());
   for (const auto& [name, p] : parameters_) {

@@ -24,6 +24,7 @@
 #include <memory>
 #include <vector>
 
+#include "dist/parallel/reducer.hpp"
 #include "dist/process_group.hpp"
 #include "nn/module.hpp"
 
@@ -32,16 +33,20 @@ namespace ddp {
 enum class GradientSync {
   PerParameter,  // one all_reduce per parameter: 29 collectives for the ResNet
   Flat,          // copy every gradient into one buffer, one all_reduce, copy back
+  Bucketed,      // chapter 07: the Reducer, bucket by bucket, inside backward
 };
-const char* to_string(GradientSync sync);  // "per-parameter", "flat"
+const char* to_string(GradientSync sync);  // "per-parameter", "flat", "bucketed"
 
 struct DDPOptions {
   // Before each forward with grad on, rank 0's buffers (BatchNorm's running statistics)
   // are broadcast to every rank, so that all evaluate with rank 0's (PyTorch's default).
   bool broadcast_buffers = true;
-  GradientSync gradient_sync = GradientSync::Flat;
+  GradientSync gradient_sync = GradientSync::Bucketed;
   // How long one collective may take before wait() gives up (Work::wait's timeout).
   std::chrono::milliseconds timeout = Work::kDefaultTimeout;
+  // For GradientSync::Bucketed: bucket caps, find_unused_parameters, rebuild. Its
+  // timeout is ignored: `timeout` above applies.
+  ReducerOptions reducer = {};
 };
 
 class DistributedDataParallel {
@@ -54,14 +59,36 @@ class DistributedDataParallel {
                           DDPOptions options = {});
 
   // x -> module(x). With broadcast_buffers, grad mode on and the module training, rank 0's
-  // buffers are broadcast first.
+  // buffers are broadcast first. Bucketed: the Reducer is prepared for the backward of
+  // this output (it must come before the next forward).
   Variable forward(const Variable& x);
   Variable operator()(const Variable& x) { return forward(x); }
 
   // After backward, before the optimizer step: every parameter's gradient becomes the
   // average over the ranks. Every rank must call it after every backward. A parameter
-  // without a gradient is an error naming it (chapter 07 handles unused parameters).
+  // without a gradient is an error naming it. Bucketed: backward has done it already;
+  // this only checks that it did.
   void average_gradients();
+
+  // Gradient accumulation (PyTorch's no_sync): while the guard lives, forwards prepare
+  // backwards that add to the local gradients without communicating. The first forward
+  // after it communicates the sum of all of them. Bucketed only.
+  //   { auto guard = ddp.no_sync(); for k < K-1: backward(loss_k / K); }
+  //   backward(loss_{K-1} / K);  // averages the K micro-batches' gradients over the ranks
+  class NoSyncGuard {
+   public:
+    explicit NoSyncGuard(DistributedDataParallel& ddp) : ddp_(ddp) { ddp_.require_sync_ = false; }
+    ~NoSyncGuard() { ddp_.require_sync_ = true; }
+    NoSyncGuard(const NoSyncGuard&) = delete;
+    NoSyncGuard& operator=(const NoSyncGuard&) = delete;
+
+   private:
+    DistributedDataParallel& ddp_;
+  };
+  [[nodiscard]] NoSyncGuard no_sync();
+
+  // The Reducer (Bucketed only; ddp::Error otherwise).
+  Reducer& reducer() const;
 
   // Broadcasts rank 0's buffers to every rank (one coalesced broadcast). forward() does it
   // before each training forward; call it before an evaluation too, since that training
@@ -88,6 +115,8 @@ class DistributedDataParallel {
   ProcessGroup& group_;
   DDPOptions options_;
   std::vector<std::pair<std::string, Variable>> parameters_;  // in registration order
+  std::unique_ptr<Reducer> reducer_;                          // Bucketed only
+  bool require_sync_ = true;                                  // false under no_sync()
 };
 
 }  // namespace ddp

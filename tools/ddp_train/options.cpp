@@ -67,8 +67,13 @@ trains on its shard and gradients are averaged; alone, it is one process.
   --backend B           tcp, mpi, nccl or auto (default auto: nccl when every rank has
                         a GPU of its own, else tcp)
   --sync-bn             SyncBatchNorm: batch statistics over the global batch
-  --grad-sync S         flat (one all-reduce of all gradients) or per-parameter
-                        (default flat)
+  --grad-sync S         bucketed (chapter 07's Reducer: buckets all-reduced during
+                        backward), flat (one all-reduce of all gradients after it) or
+                        per-parameter (default bucketed)
+  --bucket-cap-mb X     bucket size cap in MiB (default 25, as PyTorch)
+  --first-bucket-mb X   the first bucket's cap in MiB (default 1)
+  --find-unused-parameters  a parameter without a gradient in a step is not an error
+  --print-buckets       print the bucket assignment (rank 0) before training
   --no-broadcast-buffers  keep each rank's BatchNorm running statistics
   --check-sync N        every N steps, check that all ranks hold the same weights
   --help                this text
@@ -122,9 +127,17 @@ constexpr Flag kFlags[] = {
      }},
     {"--grad-sync",
      [](TrainOptions& o, std::string_view f, std::string_view v) {
-       DDP_CHECK(v == "flat" || v == "per-parameter", f,
-                 " expects flat or per-parameter, got '", v, "'");
+       DDP_CHECK(v == "bucketed" || v == "flat" || v == "per-parameter", f,
+                 " expects bucketed, flat or per-parameter, got '", v, "'");
        o.grad_sync = v;
+     }},
+    {"--bucket-cap-mb",
+     [](TrainOptions& o, std::string_view f, std::string_view v) {
+       o.bucket_cap_mb = parse_double(f, v, 1e-6);
+     }},
+    {"--first-bucket-mb",
+     [](TrainOptions& o, std::string_view f, std::string_view v) {
+       o.first_bucket_mb = parse_double(f, v, 1e-6);
      }},
     {"--check-sync",
      [](TrainOptions& o, std::string_view f, std::string_view v) {
@@ -176,8 +189,14 @@ TrainOptions parse_options(int argc, const char* const* argv) {
       o.help = true;
       continue;
     }
-    if (arg == "--sync-bn" || arg == "--no-broadcast-buffers") {  // switches: no value
-      (arg == "--sync-bn" ? o.sync_bn : o.broadcast_buffers) = arg == "--sync-bn";
+    // Switches: no value.
+    if (arg == "--sync-bn" || arg == "--find-unused-parameters" || arg == "--print-buckets") {
+      (arg == "--sync-bn" ? o.sync_bn
+       : arg == "--print-buckets" ? o.print_buckets : o.find_unused_parameters) = true;
+      continue;
+    }
+    if (arg == "--no-broadcast-buffers") {
+      o.broadcast_buffers = false;
       continue;
     }
     DDP_CHECK(arg.starts_with("--"), "unexpected argument '", arg, "' (see --help)");

@@ -1,6 +1,6 @@
 // ddp-train's command line: the flags, their defaults (the recipe of
 // bench/torch/ref_model.py, plus chapter 06's learning-rate schedule) and their parsing.
-// Chapter 04; the data-parallel flags are chapter 06's.
+// Chapter 04; the data-parallel flags are chapter 06's, the Reducer's chapter 07's.
 #pragma once
 
 #include <cstdint>
@@ -35,9 +35,14 @@ struct TrainOptions {
   // Data parallelism (chapter 06); used when a launcher started several ranks.
   std::string backend = "auto";     // tcp | mpi | nccl | auto (nccl on GPUs, else tcp)
   bool sync_bn = false;             // BatchNorm2d -> SyncBatchNorm2d
-  std::string grad_sync = "flat";   // flat | per-parameter (GradientSync)
+  std::string grad_sync = "bucketed";  // bucketed | flat | per-parameter (GradientSync)
   bool broadcast_buffers = true;    // rank 0's BatchNorm statistics before each forward
   std::int64_t check_sync = 0;      // compare the ranks' parameters every N steps; 0 = never
+  // The Reducer (chapter 07): PyTorch's bucket_cap_mb and first bucket, in MiB.
+  double bucket_cap_mb = 25.0;
+  double first_bucket_mb = 1.0;
+  bool find_unused_parameters = false;
+  bool print_buckets = false;       // rank 0 prints the bucket table at the start
   bool help = false;
 };
 

@@ -30,6 +30,11 @@ namespace {
 
 constexpr std::int64_t kEvalBatch = 500;
 
+// --bucket-cap-mb 0.25 -> 262,144 bytes (at least one).
+std::int64_t mebibytes(double mib) {
+  return std::max<std::int64_t>(1, static_cast<std::int64_t>(mib * ReducerOptions::kMiB));
+}
+
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
@@ -220,12 +225,17 @@ Trainer::Trainer(TrainOptions options)
   if (group_ && options_.sync_bn) convert_sync_batchnorm(*model_, *group_);
   model_->to(device_);
   if (group_) {
-    ddp_ = std::make_unique<DistributedDataParallel>(
-        model_, *group_,
-        DDPOptions{.broadcast_buffers = options_.broadcast_buffers,
-                   .gradient_sync = options_.grad_sync == "per-parameter"
-                                        ? GradientSync::PerParameter
-                                        : GradientSync::Flat});
+    DDPOptions ddp{.broadcast_buffers = options_.broadcast_buffers,
+                   .gradient_sync = options_.grad_sync == "per-parameter" ? GradientSync::PerParameter
+                                    : options_.grad_sync == "flat"        ? GradientSync::Flat
+                                                                          : GradientSync::Bucketed};
+    ddp.reducer.bucket_cap_bytes = mebibytes(options_.bucket_cap_mb);
+    ddp.reducer.first_bucket_bytes = mebibytes(options_.first_bucket_mb);
+    ddp.reducer.find_unused_parameters = options_.find_unused_parameters;
+    ddp_ = std::make_unique<DistributedDataParallel>(model_, *group_, ddp);
+    if (options_.print_buckets && rank() == 0 && ddp.gradient_sync == GradientSync::Bucketed) {
+      std::printf("%s", ddp_->reducer().describe_buckets().c_str());
+    }
   }
   optimizer_ = std::make_unique<nn::SGD>(
       model_->parameters(),
@@ -487,7 +497,13 @@ std::string Trainer::describe_recipe() const {
                            options_.warmup_epochs == 1 ? "" : "s", " from lr/10, then cosine to 0");
   std::string ranks = "1 process";
   if (group_) {
-    ranks = detail::concat(world_size(), " ranks (", backend(), ", gradients ", options_.grad_sync,
+    const std::string sync =
+        options_.grad_sync == "bucketed"
+            ? detail::concat("bucketed, ", ddp_->reducer().bucket_assignment().size(), " bucket",
+                             ddp_->reducer().bucket_assignment().size() == 1 ? "" : "s",
+                             " of <= ", options_.bucket_cap_mb, " MiB")
+            : options_.grad_sync;
+    ranks = detail::concat(world_size(), " ranks (", backend(), ", gradients ", sync,
                            options_.sync_bn ? ", SyncBatchNorm" : "",
                            options_.broadcast_buffers ? "" : ", buffers not broadcast", ")");
   }

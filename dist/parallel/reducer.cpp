@@ -1,0 +1,399 @@
+// The Reducer (see reducer.hpp). Chapter 07.
+//
+// Reading order: the bucket assignment; construction (buckets, views, hooks); one
+// backward pass (prepare, the hook, launching, the end-of-backward callback); the
+// rebuild after the first step; the table.
+#include "dist/parallel/reducer.hpp"
+
+#include <algorithm>
+#include <sstream>
+#include <unordered_set>
+
+#include "autograd/engine.hpp"
+#include "autograd/grad_mode.hpp"
+#include "dist/parallel/replica_check.hpp"
+#include "tensor/error.hpp"
+
+namespace ddp {
+
+// Note [Why buckets]
+// ------------------
+// Backward produces gradients from the last layer to the first. An all-reduce launched
+// as soon as a group of gradients is final runs on the network while backward computes
+// the layers before them: by the time backward ends, only the last bucket's all-reduce
+// (the first layers' gradients) is still to come. One all-reduce per parameter would
+// overlap just as well but pays the per-collective latency 29 times (161 for a
+// ResNet-50); one all-reduce of everything (chapter 06) pays it once but cannot start
+// before backward ends. Buckets of a few MiB are the compromise: few collectives, most
+// of them hidden. The first bucket is small (1 MiB) so that the network starts early;
+// the cost model in cost_model.hpp predicts the best cap for a given link.
+//
+// Note [Launch order]
+// -------------------
+// Every rank must launch the same collectives in the same order (the ring matches them
+// by position). The order gradients become ready can differ between ranks: threads,
+// a branch one rank skipped. So buckets are launched strictly in bucket order: bucket k
+// goes only once it and every bucket before it are complete. A rank whose bucket 2 is
+// complete before bucket 1 holds it back; that costs a little overlap, never a deadlock.
+
+// ---- The bucket assignment ------------------------------------------------------------
+
+std::vector<std::vector<std::size_t>> assign_buckets(const std::vector<std::int64_t>& bytes,
+                                                     const std::vector<std::size_t>& order,
+                                                     std::int64_t first_cap, std::int64_t cap) {
+  DDP_CHECK(first_cap > 0 && cap > 0, "assign_buckets: bucket caps must be positive, got "
+            "first ", first_cap, " bytes and ", cap, " bytes");
+  std::vector<std::vector<std::size_t>> buckets;
+  std::vector<std::size_t> open;
+  std::int64_t open_bytes = 0;
+  for (const std::size_t i : order) {
+    DDP_CHECK(i < bytes.size(), "assign_buckets: parameter index ", i, " out of range (",
+              bytes.size(), " parameters)");
+    open.push_back(i);
+    open_bytes += bytes[i];
+    const std::int64_t limit = buckets.empty() ? first_cap : cap;
+    if (open_bytes >= limit) {
+      buckets.push_back(std::move(open));
+      open.clear();
+      open_bytes = 0;
+    }
+  }
+  if (!open.empty()) buckets.push_back(std::move(open));
+  return buckets;
+}
+
+CommHook allreduce_hook() {
+  return CommHook{
+      "all-reduce",
+      [](ProcessGroup& group, Tensor& bucket) { return group.all_reduce(bucket, ReduceOp::Sum); },
+      // Note [Averaging gradients] in distributed_data_parallel.cpp: sum, then / W.
+      [](ProcessGroup& group, Tensor& bucket) {
+        bucket.mul_(1.0f / static_cast<float>(group.size()));
+      }};
+}
+
+// ---- Construction ---------------------------------------------------------------------
+
+Reducer::Reducer(std::vector<std::pair<std::string, Variable>> parameters, ProcessGroup& group,
+                 ReducerOptions options)
+    : parameters_(std::move(parameters)), group_(group), options_(options),
+      hook_(allreduce_hook()) {
+  DDP_CHECK(!parameters_.empty(), who(), ": the model has no parameters to reduce");
+  DDP_CHECK(options_.bucket_cap_bytes > 0 && options_.first_bucket_bytes > 0, who(),
+            ": bucket caps must be positive (bucket_cap_bytes ", options_.bucket_cap_bytes,
+            ", first_bucket_bytes ", options_.first_bucket_bytes, ")");
+  const Device device = parameters_[0].second.device();
+  std::vector<std::int64_t> bytes;
+  for (const auto& [name, p] : parameters_) {
+    DDP_CHECK(p.requires_grad() && p.data().dtype() == DType::Float32, who(), ": parameter '",
+              name, "' is ", p.data().describe(), "; the Reducer takes float32 parameters that "
+              "require grad");
+    DDP_CHECK(p.device() == device, who(), ": parameter '", name, "' is on ",
+              p.device().str(), " but '", parameters_[0].first, "' is on ", device.str(),
+              "\nhint: move the whole model (module.to(device)) before wrapping it in DDP");
+    bytes.push_back(p.numel() * static_cast<std::int64_t>(sizeof(float)));
+  }
+  // Backward produces the last registered parameters' gradients first.
+  std::vector<std::size_t> order(parameters_.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = order.size() - 1 - i;
+  build_buckets(assign_buckets(bytes, order, options_.first_bucket_bytes,
+                               options_.bucket_cap_bytes));
+  check_same_assignment();
+
+  for (std::size_t i = 0; i < parameters_.size(); ++i) {
+    hook_ids_.push_back(parameters_[i].second.register_grad_ready_hook(
+        [this, i](const Variable&) { on_gradient_ready(i); }));
+  }
+}
+
+Reducer::~Reducer() {
+  for (std::size_t i = 0; i < parameters_.size(); ++i) {
+    parameters_[i].second.remove_grad_ready_hook(hook_ids_[i]);
+  }
+}
+
+// Allocates one flat buffer per bucket and makes each parameter's gradient a view of its
+// place there, keeping any gradient it already held (an accumulation in progress, or the
+// gradients of the buckets being replaced by a rebuild).
+void Reducer::build_buckets(const std::vector<std::vector<std::size_t>>& assignment) {
+  NoGradGuard no_grad;
+  std::vector<Bucket> buckets(assignment.size());
+  std::vector<Slot> slots(parameters_.size());
+  for (std::size_t b = 0; b < assignment.size(); ++b) {
+    Bucket& bucket = buckets[b];
+    bucket.parameters = assignment[b];
+    std::int64_t total = 0;
+    for (std::size_t k = 0; k < bucket.parameters.size(); ++k) {
+      const std::size_t i = bucket.parameters[k];
+      bucket.offsets.push_back(total);
+      slots[i] = Slot{b, k};
+      total += parameters_[i].second.numel();
+    }
+    bucket.flat = zeros({total}, TensorOptions{.dtype = DType::Float32,
+                                               .device = parameters_[0].second.device()});
+  }
+  buckets_ = std::move(buckets);
+  slots_ = std::move(slots);
+  // Gradients already there move into the buckets; the others stay undefined until
+  // prepare_for_backward (so that "had no gradient" still means something there).
+  for (std::size_t i = 0; i < parameters_.size(); ++i) {
+    if (parameters_[i].second.grad().defined()) attach_gradient(i);
+  }
+}
+
+Tensor Reducer::bucket_view(std::size_t parameter) const {
+  const Slot& slot = slots_[parameter];
+  const Bucket& bucket = buckets_[slot.bucket];
+  const Variable& p = parameters_[parameter].second;
+  return bucket.flat.narrow(0, bucket.offsets[slot.index], p.numel()).view(p.shape());
+}
+
+// PyTorch's gradient_as_bucket_view: the gradient IS the bucket's memory. Backward's
+// AccumulateGrad adds into a defined gradient in place (autograd/node.cpp), so once the
+// view is attached (and zeroed), backward writes straight into the bucket.
+void Reducer::attach_gradient(std::size_t parameter) {
+  const Variable& p = parameters_[parameter].second;
+  const Tensor view = bucket_view(parameter);
+  const Tensor& grad = p.grad();
+  const bool attached = grad.defined() && grad.storage() == view.storage() &&
+                        grad.offset() == view.offset() && grad.strides() == view.strides();
+  if (attached) return;
+  Tensor target = view;  // a handle: writes land in the bucket
+  if (grad.defined()) {
+    target.copy_(grad);
+  } else {
+    target.zero_();
+  }
+  p.set_grad(view);
+}
+
+// ---- One backward pass ----------------------------------------------------------------
+
+void Reducer::prepare_for_backward(const Variable& output, bool sync) {
+  // Hooks fired but the end-of-backward callback never ran: that backward threw.
+  DDP_CHECK(!(expecting_backward_ && callback_queued_), who(), ": a forward began, but the "
+            "last backward stopped half-way (it threw?): its buckets were never reduced"
+            "\nhint: after a failed step the ranks are out of step; end the job (chapter 08 "
+            "covers recovery)");
+  if (rebuild_due_) rebuild_from_arrival_order();
+  NoGradGuard no_grad;
+  had_gradient_.resize(parameters_.size());
+  for (std::size_t i = 0; i < parameters_.size(); ++i) {
+    had_gradient_[i] = parameters_[i].second.grad().defined();
+    attach_gradient(i);
+  }
+  expecting_backward_ = true;
+  sync_ = sync;
+  callback_queued_ = false;
+  ready_.assign(parameters_.size(), false);
+  for (Bucket& bucket : buckets_) {
+    bucket.pending = bucket.parameters.size();
+    bucket.work = nullptr;
+  }
+  next_bucket_ = 0;
+  arrival_order_.clear();
+  unused_.clear();
+  if (sync && options_.find_unused_parameters) unused_ = unused_in_graph(output);
+}
+
+// The grad-ready hook of parameter i: its gradient for this backward is final.
+void Reducer::on_gradient_ready(std::size_t parameter) {
+  DDP_CHECK(expecting_backward_, who(), ": parameter '", parameters_[parameter].first,
+            "' got a gradient in a backward that no forward through DistributedDataParallel "
+            "prepared\nhint: call ddp(x), not the wrapped module, before each backward");
+  if (!callback_queued_) {
+    callback_queued_ = true;
+    queue_backward_callback([this] { finish_backward(); });
+    // Parameters the graph does not reach will get no hook: they are ready now.
+    for (const std::size_t i : unused_) mark_ready(i);
+  }
+  // A user's zero_grad() between forward and backward detaches the view: re-attach.
+  attach_gradient(parameter);
+  if (sync_) mark_ready(parameter);
+}
+
+void Reducer::mark_ready(std::size_t parameter) {
+  DDP_CHECK(!ready_[parameter], who(), ": parameter '", parameters_[parameter].first,
+            "' was marked ready twice in one backward");
+  ready_[parameter] = true;
+  arrival_order_.push_back(parameter);
+  Bucket& bucket = buckets_[slots_[parameter].bucket];
+  if (--bucket.pending == 0) launch_ready_buckets();
+}
+
+// Note [Launch order]: launch every complete bucket from next_bucket_ on, stop at the
+// first incomplete one.
+void Reducer::launch_ready_buckets() {
+  while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].pending == 0) {
+    Bucket& bucket = buckets_[next_bucket_];
+    bucket.work = hook_.launch(group_, bucket.flat);
+    ++next_bucket_;
+  }
+}
+
+// Runs once backward has finished (queue_backward_callback): every gradient this rank
+// will produce exists. Waits for every bucket, then the gradients are averages.
+void Reducer::finish_backward() {
+  expecting_backward_ = false;
+  if (!sync_) return;  // no_sync: the gradients stay local, accumulated in the buckets
+  std::vector<std::string> missing;
+  for (std::size_t i = 0; i < parameters_.size(); ++i) {
+    if (!ready_[i]) missing.push_back(parameters_[i].first);
+  }
+  if (!missing.empty()) {
+    wait_for_launched();
+    std::string names;
+    for (std::size_t k = 0; k < missing.size() && k < 8; ++k) names += " " + missing[k];
+    if (missing.size() > 8) names += detail::concat(" (and ", missing.size() - 8, " more)");
+    DDP_FAIL(who(), ": ", missing.size(), " parameter", missing.size() == 1 ? "" : "s",
+             " got no gradient in this backward:", names,
+             "\nhint: a parameter that does not take part in the loss cannot be reduced: "
+             "its bucket never completes. Pass find_unused_parameters (--find-unused-"
+             "parameters) if the model skips parts of itself on some steps, or make every "
+             "parameter contribute");
+  }
+  // With find_unused_parameters, which parameters did ANY rank use? One more small
+  // all-reduce, after the last bucket on every rank.
+  Tensor used;
+  std::shared_ptr<Work> used_work;
+  if (options_.find_unused_parameters) {
+    used = ones({static_cast<std::int64_t>(parameters_.size())},
+                TensorOptions{.dtype = DType::Int64});
+    for (const std::size_t i : unused_) used.data<std::int64_t>()[i] = 0;
+    used = used.to(buckets_[0].flat.device());
+    used_work = group_.all_reduce(used, ReduceOp::Sum);
+  }
+  for (Bucket& bucket : buckets_) {
+    bucket.work->wait(options_.timeout);
+    bucket.work = nullptr;
+    hook_.finish(group_, bucket.flat);
+  }
+  if (used_work) {
+    used_work->wait(options_.timeout);
+    const std::vector<std::int64_t> users = used.to_vector<std::int64_t>();
+    // Used nowhere, and no gradient before: leave it without one, as PyTorch does, so that
+    // the optimizer skips it (weight decay and momentum included).
+    for (std::size_t i = 0; i < parameters_.size(); ++i) {
+      if (users[i] == 0 && !had_gradient_[i]) parameters_[i].second.set_grad(Tensor());
+    }
+  }
+  if (rebuilds_ == 0 && options_.rebuild_buckets) rebuild_due_ = true;
+}
+
+void Reducer::wait_for_launched() {
+  for (Bucket& bucket : buckets_) {
+    if (!bucket.work) continue;
+    try {
+      bucket.work->wait(options_.timeout);
+    } catch (...) {  // the error being reported says more than this one
+    }
+    bucket.work = nullptr;
+  }
+}
+
+// The parameters whose AccumulateGrad the graph of `output` does not reach: backward will
+// never call their hooks. (PyTorch walks the graph the same way, at the same moment.)
+std::vector<std::size_t> Reducer::unused_in_graph(const Variable& output) const {
+  std::unordered_set<const Node*> seen;
+  if (output.defined() && output.requires_grad()) {
+    std::vector<const Node*> stack{output.gradient_edge().get()};
+    while (!stack.empty()) {
+      const Node* node = stack.back();
+      stack.pop_back();
+      if (node == nullptr || !seen.insert(node).second) continue;
+      for (const auto& next : node->next_functions()) stack.push_back(next.get());
+    }
+  }
+  std::vector<std::size_t> unused;
+  for (std::size_t i = 0; i < parameters_.size(); ++i) {
+    if (!seen.contains(parameters_[i].second.gradient_edge().get())) unused.push_back(i);
+  }
+  return unused;
+}
+
+// ---- The rebuild ----------------------------------------------------------------------
+
+// After the first synchronised backward, the buckets are regrouped in the order the
+// gradients really arrived: registration order is only a guess (a model may register a
+// layer it uses first last). Ranks may have seen different orders, so all adopt rank 0's
+// (broadcast), and the new assignment is checked to be the same everywhere.
+void Reducer::rebuild_from_arrival_order() {
+  rebuild_due_ = false;
+  rebuilds_ = 1;
+  const auto n = static_cast<std::int64_t>(parameters_.size());
+  Tensor order = empty({n}, TensorOptions{.dtype = DType::Int64});
+  std::int64_t* data = order.data<std::int64_t>();
+  for (std::int64_t k = 0; k < n; ++k) {
+    data[k] = k < static_cast<std::int64_t>(arrival_order_.size())
+                  ? static_cast<std::int64_t>(arrival_order_[k]) : -1;
+  }
+  group_.broadcast(order, /*root=*/0)->wait(options_.timeout);
+  std::vector<std::size_t> agreed;
+  std::vector<bool> listed(parameters_.size(), false);
+  for (std::int64_t k = 0; k < n; ++k) {
+    const std::int64_t i = data[k];
+    if (i < 0 || i >= n || listed[i]) continue;
+    listed[i] = true;
+    agreed.push_back(static_cast<std::size_t>(i));
+  }
+  // Parameters rank 0 did not see (unused in its first step) go last, in reverse order.
+  for (std::size_t i = parameters_.size(); i-- > 0;) {
+    if (!listed[i]) agreed.push_back(i);
+  }
+  std::vector<std::int64_t> bytes;
+  for (const auto& [name, p] : parameters_) bytes.push_back(p.numel() * 4);
+  const auto assignment = assign_buckets(bytes, agreed, options_.first_bucket_bytes,
+                                         options_.bucket_cap_bytes);
+  if (assignment == bucket_assignment()) return;
+  build_buckets(assignment);
+  check_same_assignment();
+}
+
+void Reducer::check_same_assignment() const {
+  std::string mine;
+  for (const auto& bucket : bucket_assignment()) {
+    for (const std::size_t i : bucket) mine += std::to_string(i) + " ";
+    mine += "| ";
+  }
+  const std::vector<std::string> all = all_gather_text(group_, mine);
+  for (std::size_t r = 1; r < all.size(); ++r) {
+    DDP_CHECK(all[r] == all[0], who(), ": rank ", r, " grouped the parameters into other "
+              "buckets than rank 0 (rank 0: ", all[0], "; rank ", r, ": ", all[r], ")"
+              "\nhint: every rank must use the same bucket caps and the same model");
+  }
+}
+
+// ---- Reporting ------------------------------------------------------------------------
+
+std::vector<std::vector<std::size_t>> Reducer::bucket_assignment() const {
+  std::vector<std::vector<std::size_t>> assignment;
+  for (const Bucket& bucket : buckets_) assignment.push_back(bucket.parameters);
+  return assignment;
+}
+
+std::string Reducer::describe_buckets() const {
+  std::ostringstream out;
+  for (std::size_t b = 0; b < buckets_.size(); ++b) {
+    const Bucket& bucket = buckets_[b];
+    const std::int64_t floats = bucket.flat.numel();
+    out << "bucket " << b << ": " << bucket.parameters.size() << " parameter"
+        << (bucket.parameters.size() == 1 ? "" : "s") << ", " << floats << " floats ("
+        << (floats * 4 + 512) / 1024 << " KiB):";
+    for (const std::size_t i : bucket.parameters) out << ' ' << parameters_[i].first;
+    out << '\n';
+  }
+  return out.str();
+}
+
+void Reducer::set_comm_hook(CommHook hook) {
+  DDP_CHECK(!expecting_backward_, who(), ": set_comm_hook during a backward pass");
+  DDP_CHECK(hook.launch && hook.finish, who(), ": comm hook '", hook.name,
+            "' needs both launch and finish");
+  hook_ = std::move(hook);
+}
+
+std::string Reducer::who() const {
+  return detail::concat("Reducer on rank ", group_.rank(), "/", group_.size());
+}
+
+}  // namespace ddp
