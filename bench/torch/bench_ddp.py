@@ -1,9 +1,11 @@
 # Copied from the project's anchors (shared/anchors/bench_ddp.py, measured 2026-11-22 on the
 # 2-vCPU dev box, python3-torch 1.13.1 from Debian 12); changes: usage path in the docstring only
-# (anchors/ -> bench/torch/, results/ -> bench/torch/results/); code unchanged.
+# (anchors/ -> bench/torch/, results/ -> bench/torch/results/); since 2026-11-26 `--width K`
+# (ref_model's channel multiplier, default 1: the model as before).
 """Item 3: PyTorch DistributedDataParallel, gloo backend, CPU.
 
     /usr/bin/python3 bench/torch/bench_ddp.py --nproc 2 --out bench/torch/results/ddp_np2.json
+    /usr/bin/python3 bench/torch/bench_ddp.py --nproc 2 --width 4 --epochs 0   # 4x channels
 
 --nproc N starts N local ranks with torch.multiprocessing.spawn (gloo over
 127.0.0.1). Under torchrun (RANK set) it just runs as one rank. Note: Debian's
@@ -12,9 +14,9 @@ the built-in launcher.
 
 Every rank: torch.set_num_threads(--threads, default 1), local batch =
 global batch (128) / world size, same seeded model (DDP also broadcasts rank 0's
-params at construction). DDP defaults: broadcast_buffers=True (BN running
-stats are broadcast from rank 0 before every forward), bucket_cap_mb=25, plain
-(non-synced) BatchNorm.
+params at construction), `--width K` times the channels of every layer (default
+1). DDP defaults: broadcast_buffers=True (BN running stats are broadcast from
+rank 0 before every forward), bucket_cap_mb=25, plain (non-synced) BatchNorm.
 
 (a) step timing, `--warmup` untimed + `--steps` timed steps per mode, the
     modes interleaved round-robin; before each step all ranks meet in a
@@ -22,7 +24,7 @@ stats are broadcast from rank 0 before every forward), bucket_cap_mb=25, plain
       sync       : normal DDP step (fwd + bwd with gradient all-reduce + SGD)
       no_sync    : same, but backward inside ddp.no_sync() -> no communication
       sync_nobuf : DDP(broadcast_buffers=False), i.e. gradient all-reduce only
-    comm share ~= (sync - no_sync) / sync   (single 311 KB bucket, so DDP
+    comm share ~= (sync - no_sync) / sync   (width 1: a single 311 KB bucket, so DDP
     cannot overlap the all-reduce with backward here).
     Also: a bare dist.all_reduce of a gradient-sized float32 buffer.
 (b) `--epochs` epochs with DistributedSampler(shuffle, seed), epoch wall time
@@ -65,13 +67,13 @@ def step(ddp, opt, x, y, sync=True):
     return loss
 
 
-def time_modes(xtr, ytr, local_b, warmup, steps, seed, modes):
+def time_modes(xtr, ytr, local_b, warmup, steps, seed, modes, width=1):
     """Round-robin over `modes` (one DDP instance each) so that slow drifts of
     the machine hit all modes alike."""
     rank = dist.get_rank()
     runs = {}
     for m in modes:
-        ddp = DDP(ref_model.build_model(seed), broadcast_buffers=(m != "sync_nobuf"))
+        ddp = DDP(ref_model.build_model(seed, width), broadcast_buffers=(m != "sync_nobuf"))
         g = torch.Generator().manual_seed(seed * 1000 + rank)
         runs[m] = dict(ddp=ddp, opt=ref_model.make_optimizer(ddp), times=[],
                        idx=torch.randint(0, len(xtr), (warmup + steps, local_b), generator=g))
@@ -111,9 +113,9 @@ def time_bare_allreduce(numel, warmup=10, iters=100):
     return bench_util.stats(max_over_ranks(times))
 
 
-def train(xtr, ytr, xte, yte, local_b, epochs, seed):
+def train(xtr, ytr, xte, yte, local_b, epochs, seed, width=1):
     rank, world = dist.get_rank(), dist.get_world_size()
-    ddp = DDP(ref_model.build_model(seed))
+    ddp = DDP(ref_model.build_model(seed, width))
     opt = ref_model.make_optimizer(ddp)
     sampler = DistributedSampler(range(len(xtr)), num_replicas=world, rank=rank,
                                  shuffle=True, seed=seed, drop_last=False)
@@ -150,8 +152,13 @@ def parse(argv=None):
     ap.add_argument("--steps", type=int, default=50, help="0 = skip step timing")
     ap.add_argument("--epochs", type=int, default=5)
     ap.add_argument("--seed", type=int, default=ref_model.HPARAMS["seed"])
+    ap.add_argument("--width", type=int, default=1,
+                    help="channel multiplier K of ref_model.RefNet (default 1)")
     ap.add_argument("--out")
-    return ap.parse_args(argv)
+    a = ap.parse_args(argv)
+    if a.width < 1:
+        ap.error(f"--width expects an integer >= 1, got {a.width}")
+    return a
 
 
 def main(a):
@@ -161,16 +168,17 @@ def main(a):
     local_b = a.global_batch // world
     xtr, ytr = map(torch.from_numpy, mnist.load("train"))
     xte, yte = map(torch.from_numpy, mnist.load("test"))
-    summ = ref_model.summary()
+    summ = ref_model.summary(a.width)
     start_stat = bench_util.proc_stat()
-    res = dict(bench="ddp_gloo", world_size=world, threads_per_rank=a.threads,
+    res = dict(bench="ddp_gloo", world_size=world, threads_per_rank=a.threads, width=a.width,
+               params=summ["params"],
                global_batch=a.global_batch, local_batch=local_b, args=vars(a),
                machine=bench_util.machine(), torch=bench_util.torch_info(),
                step_timing={})
 
     if a.steps > 0:
         modes = ("sync", "no_sync", "sync_nobuf")
-        timing = time_modes(xtr, ytr, local_b, a.warmup, a.steps, a.seed, modes)
+        timing = time_modes(xtr, ytr, local_b, a.warmup, a.steps, a.seed, modes, a.width)
         for mode in modes:
             st = timing[mode]
             st["global_images_per_s_at_median"] = a.global_batch / st["median"]
@@ -191,7 +199,7 @@ def main(a):
                   f"{ar['bytes']} B: median {ar['median'] * 1e3:.2f} ms", flush=True)
 
     if a.epochs > 0:
-        log = train(xtr, ytr, xte, yte, local_b, a.epochs, a.seed)
+        log = train(xtr, ytr, xte, yte, local_b, a.epochs, a.seed, a.width)
         if rank == 0:
             ep = [e["epoch_s"] for e in log]
             res["train"] = dict(epochs=log, epoch_s=bench_util.stats(ep),

@@ -1,10 +1,13 @@
 # Copied from the project's anchors (shared/anchors/ref_model.py, measured 2026-11-22 on the
 # 2-vCPU dev box, python3-torch 1.13.1 from Debian 12); changes: usage paths in the docstring only
-# (anchors/ -> bench/torch/); code unchanged.
+# (anchors/ -> bench/torch/); since 2026-11-26 a width multiplier K (RefNet(width=K),
+# build_model(seed, width=K), --width K), which at K = 1 builds the same model, in the same
+# order, with the same initial values.
 """Reference "ResNet-style MNIST net" (the model the C++ project must replicate).
 
     /usr/bin/python3 bench/torch/ref_model.py                 # print params + FLOPs
     /usr/bin/python3 bench/torch/ref_model.py --export-init DIR  # dump seeded init weights
+    /usr/bin/python3 bench/torch/ref_model.py --width 4          # every layer's channels x 4
 
 Architecture (float32, NCHW, input [N,1,28,28] normalized as in mnist.py):
     stem   : conv3x3(1->16, s1, p1, no bias) -> BN(16) -> ReLU              28x28
@@ -12,6 +15,8 @@ Architecture (float32, NCHW, input [N,1,28,28] normalized as in mnist.py):
     block2 : BasicBlock(16->32, stride 2, shortcut conv1x1 s2 + BN)         14x14
     block3 : BasicBlock(32->64, stride 2, shortcut conv1x1 s2 + BN)          7x7
     head   : global average pool -> Linear(64->10, with bias)
+  Width K multiplies every channel count by K (16K, 32K, 64K; fc 64K -> 10), as ddp.cpp's
+  `--width K` does; K = 1 is the net above.
   BasicBlock(cin->cout, s):
     out = ReLU(BN(conv3x3(cin->cout, stride s, pad 1, no bias)(x)))
     out = BN(conv3x3(cout->cout, stride 1, pad 1, no bias)(out))
@@ -59,14 +64,15 @@ class BasicBlock(nn.Module):
 
 
 class RefNet(nn.Module):
-    def __init__(self):
+    def __init__(self, width=1):
         super().__init__()
-        self.conv = nn.Conv2d(1, 16, 3, 1, 1, bias=False)
-        self.bn = nn.BatchNorm2d(16)
-        self.block1 = BasicBlock(16, 16, 1)
-        self.block2 = BasicBlock(16, 32, 2)
-        self.block3 = BasicBlock(32, 64, 2)
-        self.fc = nn.Linear(64, 10)
+        c1, c2, c3 = 16 * width, 32 * width, 64 * width
+        self.conv = nn.Conv2d(1, c1, 3, 1, 1, bias=False)
+        self.bn = nn.BatchNorm2d(c1)
+        self.block1 = BasicBlock(c1, c1, 1)
+        self.block2 = BasicBlock(c1, c2, 2)
+        self.block3 = BasicBlock(c2, c3, 2)
+        self.fc = nn.Linear(c3, 10)
 
     def forward(self, x):
         x = F.relu(self.bn(self.conv(x)))
@@ -75,9 +81,9 @@ class RefNet(nn.Module):
         return self.fc(x)
 
 
-def build_model(seed=HPARAMS["seed"]):
+def build_model(seed=HPARAMS["seed"], width=1):
     torch.manual_seed(seed)
-    return RefNet()
+    return RefNet(width)
 
 
 def make_optimizer(model, lr=None):
@@ -91,24 +97,25 @@ def count_params(model):
 
 
 # ---- analytic multiply-add count (conv + linear only; BN/ReLU/add/pool not counted)
-def analytic_macs(h=28, w=28):
+def analytic_macs(h=28, w=28, width=1):
     """Per-image forward MACs, computed from the architecture, not from hooks."""
     layers = []
+    c1, c2, c3 = 16 * width, 32 * width, 64 * width
 
     def conv(name, cin, cout, k, s, p, h, w):
         ho, wo = (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1
         layers.append((name, ho * wo * cout * cin * k * k))
         return ho, wo
 
-    h1, w1 = conv("stem.conv3x3 1->16", 1, 16, 3, 1, 1, h, w)
-    for name, cin, cout, s in (("block1", 16, 16, 1), ("block2", 16, 32, 2),
-                               ("block3", 32, 64, 2)):
+    h1, w1 = conv(f"stem.conv3x3 1->{c1}", 1, c1, 3, 1, 1, h, w)
+    for name, cin, cout, s in (("block1", c1, c1, 1), ("block2", c1, c2, 2),
+                               ("block3", c2, c3, 2)):
         ho, wo = conv(f"{name}.conv1 3x3 {cin}->{cout} s{s}", cin, cout, 3, s, 1, h1, w1)
         conv(f"{name}.conv2 3x3 {cout}->{cout}", cout, cout, 3, 1, 1, ho, wo)
         if s != 1 or cin != cout:
             conv(f"{name}.shortcut 1x1 {cin}->{cout} s{s}", cin, cout, 1, s, 0, h1, w1)
         h1, w1 = ho, wo
-    layers.append(("fc 64->10", 64 * 10))
+    layers.append((f"fc {c3}->10", c3 * 10))
     return layers
 
 
@@ -131,12 +138,13 @@ def hook_macs(model):
     return total[0]
 
 
-def summary():
-    model = build_model()
-    layers = analytic_macs()
+def summary(width=1):
+    model = build_model(width=width)
+    layers = analytic_macs(width=width)
     macs = sum(m for _, m in layers)
     assert macs == hook_macs(model), "analytic MAC count disagrees with hooks"
     return dict(
+        width=width,
         params=count_params(model),
         params_by_tensor={k: v.numel() for k, v in model.named_parameters()},
         buffers_float=sum(b.numel() for b in model.buffers() if b.is_floating_point()),
@@ -169,9 +177,13 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--json", help="write summary JSON here")
     ap.add_argument("--export-init", metavar="DIR")
+    ap.add_argument("--width", type=int, default=1, help="channel multiplier K (default 1)")
     a = ap.parse_args()
-    s = summary()
-    print(f"parameters: {s['params']:,}  (+{s['buffers_float']} float BN buffers)")
+    if a.width < 1:
+        ap.error(f"--width expects an integer >= 1, got {a.width}")
+    s = summary(a.width)
+    at = f" at width {a.width}" if a.width != 1 else ""
+    print(f"parameters{at}: {s['params']:,}  (+{s['buffers_float']} float BN buffers)")
     for l in s["layers"]:
         print(f"  {l['name']:<34s} {l['macs']:>10,d} MACs")
     print(f"forward MACs/image : {s['fwd_macs_per_image']:,}")
@@ -181,5 +193,5 @@ if __name__ == "__main__":
         with open(a.json, "w") as f:
             json.dump(s, f, indent=1)
     if a.export_init:
-        export_state(build_model(), a.export_init)
+        export_state(build_model(width=a.width), a.export_init)
         print("exported init weights to", a.export_init)
