@@ -7,9 +7,20 @@
 #                           later flag overrides these; with 2 threads on a busy 2-core
 #                           box every OpenMP barrier waits for a time slice, ~20x slower);
 #                           fails the test unless it exits 0 and prints the `final:` line
+#   run_ranks <log> <cmd...> runs a multi-rank command (ddprun, mpirun), exit code in $rc;
+#                           <log> has its lines without ddprun's "[rank N] " prefix,
+#                           <log>.raw as they came (chapters 06 and 07)
 #   summary <log> <epoch>   that epoch's summary line without its timing fields:
 #                           "epoch 2/2: train loss 0.1234, test loss 0.2345, test accuracy 93.10%"
 fail() { echo "FAIL: $*"; exit 1; }
+
+run_ranks() {
+  local log=$1
+  shift
+  rc=0
+  timeout 120 "$@" >"$log.raw" 2>&1 || rc=$?
+  sed 's/^\[rank [0-9]*\] //' "$log.raw" >"$log"
+}
 
 # idx_head <file.gz> <header bytes> <count> <bytes per item>: the first <count> items of an
 # IDX file, with the count in the header (bytes 4..7, big-endian) rewritten.

@@ -20,16 +20,6 @@ rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
 small_mnist "$data" mnist && data=$PWD/mnist
 flags=(--data "$data" --device cpu --threads 1 --seed 3 --global-batch-size 32 --epochs 2)
 
-# run_ranks <log> <command...>: exit code in $rc. ddprun prefixes each line with
-# "[rank N] "; <log> has the lines without it, <log>.raw as they came.
-run_ranks() {
-  local log=$1
-  shift
-  rc=0
-  timeout 120 "$@" >"$log.raw" 2>&1 || rc=$?
-  sed 's/^\[rank [0-9]*\] //' "$log.raw" >"$log"
-}
-
 case $scenario in
 deterministic)
   run_ranks a.log "$ddprun" --nproc-per-node 2 "$bin" "${flags[@]}" --save a.ckpt --metrics a.csv
@@ -38,7 +28,7 @@ deterministic)
   # changes nothing.
   run_ranks b.log "$ddprun" --nproc-per-node 2 "$bin" "${flags[@]}" --save b.ckpt --check-sync 1
   ((rc == 0)) || { cat b.log; fail "second run exited $rc"; }
-  grep -q '2 ranks (tcp, gradients flat), batch 16 per rank = 32 global' a.log ||
+  grep -q '2 ranks (tcp, gradients bucketed, 1 bucket of <= 25 MiB), batch 16 per rank = 32 global' a.log ||
     { cat a.log; fail "the log does not state the ranks and the global batch"; }
   [ "$(grep -c '^\[rank 0\] epoch 2/2:' a.log.raw)" = 1 ] &&
     ! grep -q '^\[rank 1\] epoch' a.log.raw ||

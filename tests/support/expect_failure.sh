@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# expect_failure.sh PATTERN COMMAND...: passes when COMMAND fails AND its output contains
-# PATTERN (a planted bug must be caught by the check that names it, not by anything else).
+# The other half of expect_output.sh: runs COMMAND and passes only when it FAILS and its
+# output (stdout and stderr) contains the fixed string PATTERN. For planted bugs: the
+# bug must be caught by the check that names it, not by anything else.
+#   expect_failure.sh PATTERN COMMAND [ARGS...]
 set -u
 pattern=$1
 shift
