@@ -7,8 +7,8 @@
 // autograd/functions.hpp, the engine that runs backward in autograd/engine.hpp.
 #pragma once
 
-#include <functional>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -28,10 +28,10 @@ namespace detail {
 
 struct VariableImpl {
   Tensor data;
-  Tensor grad;                       // undefined until a backward pass reaches this leaf
+  Tensor grad;  // undefined until a backward pass reaches this leaf
   bool requires_grad = false;
-  std::shared_ptr<Node> grad_fn;     // null for leaves
-  std::weak_ptr<Node> accumulator;   // a leaf's AccumulateGrad, shared by all its uses
+  std::shared_ptr<Node> grad_fn;    // null for leaves
+  std::weak_ptr<Node> accumulator;  // a leaf's AccumulateGrad, shared by all its uses
   std::vector<std::pair<GradReadyHookId, GradReadyHook>> grad_ready_hooks;  // in registration order
 };
 

@@ -140,8 +140,8 @@ double ring_all_reduce_seconds(std::int64_t bytes, int world, const RingLink& li
 
 // ---- The step ------------------------------------------------------------------------
 
-StepPrediction predict_step(const StepTimes& times, std::span<const Bucket> buckets, int world,
-                            const RingLink& link) {
+StepPrediction predict_step(const StepTimes& times, std::span<const BucketTiming> buckets,
+                            int world, const RingLink& link) {
   check_time(times.forward_s, "forward_s");
   check_time(times.backward_s, "backward_s");
   check_time(times.optimizer_s, "optimizer_s");
@@ -153,7 +153,7 @@ StepPrediction predict_step(const StepTimes& times, std::span<const Bucket> buck
   std::int64_t total_bytes = 0;
   double link_free = 0;  // end_{k-1}: when the link has finished the previous bucket
   for (std::size_t k = 0; k < buckets.size(); ++k) {
-    const Bucket& b = buckets[k];
+    const BucketTiming& b = buckets[k];
     DDP_CHECK(b.bytes > 0, "predict_step: bucket ", k, " has ", b.bytes,
               " bytes; a bucket holds at least one gradient");
     DDP_CHECK(std::isfinite(b.ready_s) && b.ready_s >= 0 && b.ready_s <= times.backward_s,
@@ -191,12 +191,12 @@ std::vector<std::int64_t> split_into_buckets(std::int64_t total_bytes, std::int6
   return sizes;
 }
 
-std::vector<Bucket> ready_at_fractions(std::span<const std::int64_t> bytes,
-                                       std::span<const double> fractions, double backward_s) {
+std::vector<BucketTiming> ready_at_fractions(std::span<const std::int64_t> bytes,
+                                             std::span<const double> fractions, double backward_s) {
   DDP_CHECK(bytes.size() == fractions.size(), "ready_at_fractions: ", bytes.size(),
             " bucket sizes but ", fractions.size(), " ready fractions");
   check_time(backward_s, "backward_s");
-  std::vector<Bucket> buckets;
+  std::vector<BucketTiming> buckets;
   for (std::size_t k = 0; k < bytes.size(); ++k) {
     DDP_CHECK(fractions[k] >= 0 && fractions[k] <= 1, "ready_at_fractions: bucket ", k,
               " is ready at fraction ", fractions[k], " of backward, outside [0, 1]");
@@ -205,7 +205,8 @@ std::vector<Bucket> ready_at_fractions(std::span<const std::int64_t> bytes,
   return buckets;
 }
 
-std::vector<Bucket> ready_at_uniform_rate(std::span<const std::int64_t> bytes, double backward_s) {
+std::vector<BucketTiming> ready_at_uniform_rate(std::span<const std::int64_t> bytes,
+                                                double backward_s) {
   const std::int64_t total = std::accumulate(bytes.begin(), bytes.end(), std::int64_t{0});
   DDP_CHECK(total > 0, "ready_at_uniform_rate: the buckets hold ", total,
             " bytes; need at least one byte");

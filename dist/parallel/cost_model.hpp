@@ -54,7 +54,7 @@ struct StepTimes {
 
 // A bucket in launch order: its size and when backward has produced its last gradient,
 // in seconds from the start of backward (0 <= ready_s <= backward_s).
-struct Bucket {
+struct BucketTiming {
   std::int64_t bytes = 0;
   double ready_s = 0;
 };
@@ -76,8 +76,8 @@ struct StepPrediction {
 // step = forward + max(backward, end_last) + optimizer. Throws ddp::Error on times that
 // are negative or not finite, an empty or empty-bucket list, a ready time outside
 // backward, world < 1, or a link with bandwidth <= 0 or latency < 0.
-StepPrediction predict_step(const StepTimes& times, std::span<const Bucket> buckets, int world,
-                            const RingLink& link);
+StepPrediction predict_step(const StepTimes& times, std::span<const BucketTiming> buckets,
+                            int world, const RingLink& link);
 
 // ---- Helpers for when only sizes are known ------------------------------------------------
 
@@ -91,10 +91,11 @@ std::vector<std::int64_t> split_into_buckets(std::int64_t total_bytes, std::int6
 // Ready times when only the sizes are known: gradients come out of backward at a uniform
 // byte rate, so bucket k is ready when the bytes of buckets 0..k are out:
 // ready_k = backward_s · (bytes_0 + ... + bytes_k) / total.
-std::vector<Bucket> ready_at_uniform_rate(std::span<const std::int64_t> bytes, double backward_s);
+std::vector<BucketTiming> ready_at_uniform_rate(std::span<const std::int64_t> bytes,
+                                                double backward_s);
 
 // Ready times given as fractions of backward (from a trace): ready_k = fraction_k · backward_s.
-std::vector<Bucket> ready_at_fractions(std::span<const std::int64_t> bytes,
-                                       std::span<const double> fractions, double backward_s);
+std::vector<BucketTiming> ready_at_fractions(std::span<const std::int64_t> bytes,
+                                             std::span<const double> fractions, double backward_s);
 
 }  // namespace ddp

@@ -55,8 +55,10 @@ Variable DistributedDataParallel::forward(const Variable& x) {
 }
 
 DistributedDataParallel::NoSyncGuard DistributedDataParallel::no_sync() {
-  DDP_CHECK(reducer_ != nullptr, "DistributedDataParallel::no_sync needs the bucketed "
-            "gradient sync (the Reducer); this DDP averages with ", to_string(options_.gradient_sync));
+  DDP_CHECK(reducer_ != nullptr,
+            "DistributedDataParallel::no_sync needs the bucketed "
+            "gradient sync (the Reducer); this DDP averages with ",
+            to_string(options_.gradient_sync));
   return NoSyncGuard(*this);
 }
 
@@ -102,7 +104,8 @@ void DistributedDataParallel::broadcast_coalesced(const std::vector<Tensor>& ten
 void DistributedDataParallel::average_gradients() {
   if (reducer_) {
     DDP_CHECK(reducer_->finished(), "DistributedDataParallel::average_gradients on rank ",
-              group_.rank(), ": the backward of the last forward has not run (or has not "
+              group_.rank(),
+              ": the backward of the last forward has not run (or has not "
               "finished): the Reducer averages inside backward");
     return;
   }

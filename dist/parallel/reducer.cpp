@@ -41,8 +41,10 @@ namespace ddp {
 std::vector<std::vector<std::size_t>> assign_buckets(const std::vector<std::int64_t>& bytes,
                                                      const std::vector<std::size_t>& order,
                                                      std::int64_t first_cap, std::int64_t cap) {
-  DDP_CHECK(first_cap > 0 && cap > 0, "assign_buckets: bucket caps must be positive, got "
-            "first ", first_cap, " bytes and ", cap, " bytes");
+  DDP_CHECK(first_cap > 0 && cap > 0,
+            "assign_buckets: bucket caps must be positive, got "
+            "first ",
+            first_cap, " bytes and ", cap, " bytes");
   std::vector<std::vector<std::size_t>> buckets;
   std::vector<std::size_t> open;
   std::int64_t open_bytes = 0;
@@ -76,7 +78,9 @@ CommHook allreduce_hook() {
 
 Reducer::Reducer(std::vector<std::pair<std::string, Variable>> parameters, ProcessGroup& group,
                  ReducerOptions options)
-    : parameters_(std::move(parameters)), group_(group), options_(options),
+    : parameters_(std::move(parameters)),
+      group_(group),
+      options_(options),
       hook_(allreduce_hook()) {
   DDP_CHECK(!parameters_.empty(), who(), ": the model has no parameters to reduce");
   DDP_CHECK(options_.bucket_cap_bytes > 0 && options_.first_bucket_bytes > 0, who(),
@@ -85,19 +89,20 @@ Reducer::Reducer(std::vector<std::pair<std::string, Variable>> parameters, Proce
   const Device device = parameters_[0].second.device();
   std::vector<std::int64_t> bytes;
   for (const auto& [name, p] : parameters_) {
-    DDP_CHECK(p.requires_grad() && p.data().dtype() == DType::Float32, who(), ": parameter '",
-              name, "' is ", p.data().describe(), "; the Reducer takes float32 parameters that "
+    DDP_CHECK(p.requires_grad() && p.data().dtype() == DType::Float32, who(), ": parameter '", name,
+              "' is ", p.data().describe(),
+              "; the Reducer takes float32 parameters that "
               "require grad");
-    DDP_CHECK(p.device() == device, who(), ": parameter '", name, "' is on ",
-              p.device().str(), " but '", parameters_[0].first, "' is on ", device.str(),
+    DDP_CHECK(p.device() == device, who(), ": parameter '", name, "' is on ", p.device().str(),
+              " but '", parameters_[0].first, "' is on ", device.str(),
               "\nhint: move the whole model (module.to(device)) before wrapping it in DDP");
     bytes.push_back(p.numel() * static_cast<std::int64_t>(sizeof(float)));
   }
   // Backward produces the last registered parameters' gradients first.
   std::vector<std::size_t> order(parameters_.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = order.size() - 1 - i;
-  build_buckets(assign_buckets(bytes, order, options_.first_bucket_bytes,
-                               options_.bucket_cap_bytes));
+  build_buckets(
+      assign_buckets(bytes, order, options_.first_bucket_bytes, options_.bucket_cap_bytes));
   check_same_assignment();
 
   for (std::size_t i = 0; i < parameters_.size(); ++i) {
@@ -129,8 +134,8 @@ void Reducer::build_buckets(const std::vector<std::vector<std::size_t>>& assignm
       slots[i] = Slot{b, k};
       total += parameters_[i].second.numel();
     }
-    bucket.flat = zeros({total}, TensorOptions{.dtype = DType::Float32,
-                                               .device = parameters_[0].second.device()});
+    bucket.flat = zeros(
+        {total}, TensorOptions{.dtype = DType::Float32, .device = parameters_[0].second.device()});
   }
   buckets_ = std::move(buckets);
   slots_ = std::move(slots);
@@ -171,7 +176,8 @@ void Reducer::attach_gradient(std::size_t parameter) {
 
 void Reducer::prepare_for_backward(const Variable& output, bool sync) {
   // Hooks fired but the end-of-backward callback never ran: that backward threw.
-  DDP_CHECK(!(expecting_backward_ && callback_queued_), who(), ": a forward began, but the "
+  DDP_CHECK(!(expecting_backward_ && callback_queued_), who(),
+            ": a forward began, but the "
             "last backward stopped half-way (it threw?): its buckets were never reduced"
             "\nhint: after a failed step the ranks are out of step; end the job (chapter 08 "
             "covers recovery)");
@@ -257,8 +263,8 @@ void Reducer::finish_backward() {
   Tensor used;
   std::shared_ptr<Work> used_work;
   if (options_.find_unused_parameters) {
-    used = ones({static_cast<std::int64_t>(parameters_.size())},
-                TensorOptions{.dtype = DType::Int64});
+    used =
+        ones({static_cast<std::int64_t>(parameters_.size())}, TensorOptions{.dtype = DType::Int64});
     for (const std::size_t i : unused_) used.data<std::int64_t>()[i] = 0;
     used = used.to(buckets_[0].flat.device());
     used_work = group_.all_reduce(used, ReduceOp::Sum);
@@ -325,7 +331,8 @@ void Reducer::rebuild_from_arrival_order() {
   std::int64_t* data = order.data<std::int64_t>();
   for (std::int64_t k = 0; k < n; ++k) {
     data[k] = k < static_cast<std::int64_t>(arrival_order_.size())
-                  ? static_cast<std::int64_t>(arrival_order_[k]) : -1;
+                  ? static_cast<std::int64_t>(arrival_order_[k])
+                  : -1;
   }
   group_.broadcast(order, /*root=*/0)->wait(options_.timeout);
   std::vector<std::size_t> agreed;
@@ -342,8 +349,8 @@ void Reducer::rebuild_from_arrival_order() {
   }
   std::vector<std::int64_t> bytes;
   for (const auto& [name, p] : parameters_) bytes.push_back(p.numel() * 4);
-  const auto assignment = assign_buckets(bytes, agreed, options_.first_bucket_bytes,
-                                         options_.bucket_cap_bytes);
+  const auto assignment =
+      assign_buckets(bytes, agreed, options_.first_bucket_bytes, options_.bucket_cap_bytes);
   if (assignment == bucket_assignment()) return;
   build_buckets(assignment);
   check_same_assignment();
@@ -357,8 +364,11 @@ void Reducer::check_same_assignment() const {
   }
   const std::vector<std::string> all = all_gather_text(group_, mine);
   for (std::size_t r = 1; r < all.size(); ++r) {
-    DDP_CHECK(all[r] == all[0], who(), ": rank ", r, " grouped the parameters into other "
-              "buckets than rank 0 (rank 0: ", all[0], "; rank ", r, ": ", all[r], ")"
+    DDP_CHECK(all[r] == all[0], who(), ": rank ", r,
+              " grouped the parameters into other "
+              "buckets than rank 0 (rank 0: ",
+              all[0], "; rank ", r, ": ", all[r],
+              ")"
               "\nhint: every rank must use the same bucket caps and the same model");
   }
 }

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "autograd/variable.hpp"
+#include "dist/parallel/cost_model.hpp"  // kMiB
 #include "dist/process_group.hpp"
 
 namespace ddp {
@@ -62,8 +63,7 @@ CommHook allreduce_hook();
 // ---- The Reducer -----------------------------------------------------------------------
 
 struct ReducerOptions {
-  static constexpr std::int64_t kMiB = 1 << 20;
-  std::int64_t bucket_cap_bytes = 25 * kMiB;  // PyTorch's bucket_cap_mb = 25
+  std::int64_t bucket_cap_bytes = 25 * kMiB;   // PyTorch's bucket_cap_mb = 25
   std::int64_t first_bucket_bytes = 1 * kMiB;  // PyTorch's first bucket: start talking early
   // A parameter may get no gradient in a step (a branch the model skipped). Off: that is
   // an error naming it. On: it counts as ready, with a zero contribution; one used on no
@@ -123,9 +123,9 @@ class Reducer {
   void attach_gradient(std::size_t parameter);
   void on_gradient_ready(std::size_t parameter);  // the hook
   void mark_ready(std::size_t parameter);
-  void launch_ready_buckets();                    // in bucket order: Note [Launch order]
-  void finish_backward();                         // the end-of-backward callback
-  void wait_for_launched();                       // before throwing: no collective left behind
+  void launch_ready_buckets();  // in bucket order: Note [Launch order]
+  void finish_backward();       // the end-of-backward callback
+  void wait_for_launched();     // before throwing: no collective left behind
   std::vector<std::size_t> unused_in_graph(const Variable& output) const;
   void rebuild_from_arrival_order();
   // Throws on every rank unless every rank holds the same bucket assignment.

@@ -103,8 +103,7 @@ double max_difference(const nn::Module& a, const nn::Module& b) {
 }
 
 bool identical_on_all_ranks(const nn::Module& m, ProcessGroup& group) {
-  const std::vector<std::string> all =
-      all_gather_text(group, std::to_string(parameter_hash(m)));
+  const std::vector<std::string> all = all_gather_text(group, std::to_string(parameter_hash(m)));
   for (const std::string& h : all) {
     if (h != all[0]) return false;
   }
@@ -121,13 +120,14 @@ struct Checker {
     const double difference = max_difference(model, reference);
     line += detail::concat(" ", difference);
     if (!(difference <= tolerance)) {
-      std::fprintf(stderr, "rank %d: %s: step %d: parameters differ from the reference by %g > %g\n",
+      std::fprintf(stderr,
+                   "rank %d: %s: step %d: parameters differ from the reference by %g > %g\n",
                    group.rank(), name.c_str(), step, difference, tolerance);
       ++failures;
     }
     if (!identical_on_all_ranks(model, group)) {
-      std::fprintf(stderr, "rank %d: %s: step %d: parameters differ between ranks\n",
-                   group.rank(), name.c_str(), step);
+      std::fprintf(stderr, "rank %d: %s: step %d: parameters differ between ranks\n", group.rank(),
+                   name.c_str(), step);
       ++failures;
     }
   }
@@ -171,8 +171,9 @@ int run_equivalence(const Args& args, ProcessGroup& group, std::int64_t cap, con
                                   DDPOptions{.gradient_sync = GradientSync::PerParameter});
   nn::SGD sgd = make_sgd(*model), ref_sgd = make_sgd(*reference);
   const auto first_assignment = ddp.reducer().bucket_assignment();
-  Checker check{group, detail::concat("bucketed (", label, ", ", first_assignment.size(),
-                                      " buckets) vs per-parameter"),
+  Checker check{group,
+                detail::concat("bucketed (", label, ", ", first_assignment.size(),
+                               " buckets) vs per-parameter"),
                 kDdpTolerance};
   if (first_assignment.size() != expected_buckets) {
     std::fprintf(stderr, "rank %d: cap %lld: %zu buckets, expected %zu\n", rank,
@@ -184,7 +185,7 @@ int run_equivalence(const Args& args, ProcessGroup& group, std::int64_t cap, con
     const Tensor y = labels.narrow(0, s * kGlobalBatch + rank * b, b).contiguous();
     sgd.zero_grad();
     cross_entropy(ddp(Variable(x)), y).backward();  // averaged inside backward
-    ddp.average_gradients();                          // only checks that it was
+    ddp.average_gradients();                        // only checks that it was
     sgd.step();
     ref_sgd.zero_grad();
     cross_entropy(ref_ddp(Variable(x)), y).backward();
@@ -193,8 +194,8 @@ int run_equivalence(const Args& args, ProcessGroup& group, std::int64_t cap, con
     check.compare(s + 1, *model, *reference);
   }
   if (ddp.reducer().rebuilds() != 1) {
-    std::fprintf(stderr, "rank %d: %s: the buckets were not rebuilt after the first step\n",
-                 rank, label);
+    std::fprintf(stderr, "rank %d: %s: the buckets were not rebuilt after the first step\n", rank,
+                 label);
     ++check.failures;
   }
   if (ddp.reducer().bucket_assignment() != first_assignment) *rebuilt_differently = true;
@@ -210,13 +211,15 @@ int scenario_equivalence(const Args& args, ProcessGroup& group) {
   // bytes closes buckets after >= 100 KB: three buckets (checked below, and printed).
   bool rebuilt_differently = false;
   int failures = 0;
-  failures += run_equivalence(args, group, std::int64_t{1} << 30, "one bucket", 1,
-                              &rebuilt_differently);
+  failures +=
+      run_equivalence(args, group, std::int64_t{1} << 30, "one bucket", 1, &rebuilt_differently);
   failures += run_equivalence(args, group, 100'000, "cap 100 kB", 3, &rebuilt_differently);
   failures += run_equivalence(args, group, 1, "one per parameter", 29, &rebuilt_differently);
   if (!rebuilt_differently) {
-    std::fprintf(stderr, "rank %d: no rebuild changed an assignment: the test of 'a rebuild "
-                 "changes nothing' tested nothing\n", group.rank());
+    std::fprintf(stderr,
+                 "rank %d: no rebuild changed an assignment: the test of 'a rebuild "
+                 "changes nothing' tested nothing\n",
+                 group.rank());
     ++failures;
   }
   return failures;
@@ -247,11 +250,14 @@ int scenario_no_sync(const Args& args, ProcessGroup& group) {
       auto guard = ddp.no_sync();
       for (int m = 0; m + 1 < kMicro; ++m) {
         mul(cross_entropy(ddp(Variable(micro(images, s, m, rank))), micro(labels, s, m, rank)),
-            scale).backward();
+            scale)
+            .backward();
       }
     }
     mul(cross_entropy(ddp(Variable(micro(images, s, kMicro - 1, rank))),
-                      micro(labels, s, kMicro - 1, rank)), scale).backward();
+                      micro(labels, s, kMicro - 1, rank)),
+        scale)
+        .backward();
     sgd.step();
     // One process: every rank's micro-batches, one after another (each normalises its own
     // batch-norm statistics, as each rank's does), accumulated, then / W.
@@ -259,7 +265,8 @@ int scenario_no_sync(const Args& args, ProcessGroup& group) {
     for (int r = 0; r < world; ++r) {
       for (int m = 0; m < kMicro; ++m) {
         mul(cross_entropy((*reference)(Variable(micro(images, s, m, r))), micro(labels, s, m, r)),
-            scale).backward();
+            scale)
+            .backward();
       }
     }
     for (const Variable& p : reference->parameters()) Tensor(p.grad()).mul_(1.0f / world);
@@ -326,8 +333,11 @@ int scenario_unused(const Args& args, ProcessGroup& group) {
                 message.find("find_unused_parameters") != std::string::npos;
         std::printf("rank %d: step %d without find_unused_parameters: %s\n", rank, s + 1,
                     message.substr(0, message.find('\n')).c_str());
-        if (!named) std::fprintf(stderr, "rank %d: the error does not name extra.weight and "
-                                 "the option: %s\n", rank, message.c_str());
+        if (!named)
+          std::fprintf(stderr,
+                       "rank %d: the error does not name extra.weight and "
+                       "the option: %s\n",
+                       rank, message.c_str());
         break;
       }
     }
@@ -349,7 +359,8 @@ int scenario_unused(const Args& args, ProcessGroup& group) {
     model->use_extra = uses(s, rank);
     loss_of(ddp(Variable(batch(x_all, s, rank))), batch(y_all, s, rank)).backward();
     const bool any_rank_uses = [&] {
-      for (int r = 0; r < world; ++r) if (uses(s, r)) return true;
+      for (int r = 0; r < world; ++r)
+        if (uses(s, r)) return true;
       return false;
     }();
     const Tensor& extra_grad = model->child("extra").parameters()[0].grad();
@@ -391,8 +402,8 @@ int main(int argc, char** argv) {
     if (all || args.scenario == "no-sync") failures += scenario_no_sync(args, *group);
     if (all || args.scenario == "unused") failures += scenario_unused(args, *group);
     group->barrier()->wait();
-    if (failures == 0 && rank == 0) std::printf("PASS: %s on %d ranks\n", args.scenario.c_str(),
-                                                group->size());
+    if (failures == 0 && rank == 0)
+      std::printf("PASS: %s on %d ranks\n", args.scenario.c_str(), group->size());
     return failures == 0 ? 0 : 3;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ch07_reducer rank %d: error: %s\n", rank, e.what());

@@ -68,8 +68,7 @@ TEST_CASE("a queued callback runs after the last node of the backward", "[reduce
   sum(mul(w1 * 2.0, w2)).backward();
   CHECK(events == std::vector<std::string>{"w2 ready", "w1 ready", "callback after w1",
                                            "queued by a callback"});
-  CHECK_THROWS_WITH(queue_backward_callback([] {}),
-                    Catch::Contains("outside a backward pass"));
+  CHECK_THROWS_WITH(queue_backward_callback([] {}), Catch::Contains("outside a backward pass"));
 }
 
 namespace {

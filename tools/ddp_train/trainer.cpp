@@ -32,7 +32,7 @@ constexpr std::int64_t kEvalBatch = 500;
 
 // --bucket-cap-mb 0.25 -> 262,144 bytes (at least one).
 std::int64_t mebibytes(double mib) {
-  return std::max<std::int64_t>(1, static_cast<std::int64_t>(mib * ReducerOptions::kMiB));
+  return std::max<std::int64_t>(1, static_cast<std::int64_t>(mib * kMiB));
 }
 
 double seconds_since(std::chrono::steady_clock::time_point start) {

@@ -13,7 +13,7 @@
 #include "tensor/error.hpp"
 
 using Catch::Contains;
-using ddp::Bucket;
+using ddp::BucketTiming;
 using ddp::RingLink;
 using ddp::StepTimes;
 
@@ -46,7 +46,7 @@ TEST_CASE("three buckets, ready times known: the timeline by hand", "[cost_model
   //   bucket 2: starts 11 (link busy until 11),   ends 15   -> 5 ms after backward
   // step = 5 fwd + max(10, 15) + 1 opt = 21 ms; one process 16 ms; naive 16 + ring(6000)
   // = 16 + 2 + 6 = 24 ms.
-  const std::vector<Bucket> buckets{{1000, 0.002}, {3000, 0.006}, {2000, 0.010}};
+  const std::vector<BucketTiming> buckets{{1000, 0.002}, {3000, 0.006}, {2000, 0.010}};
   const auto p = ddp::predict_step({0.005, 0.010, 0.001}, buckets, 2, kSlow);
   REQUIRE(p.start_s.size() == 3);
   REQUIRE(p.end_s.size() == 3);
@@ -66,9 +66,9 @@ TEST_CASE("three buckets, ready times known: the timeline by hand", "[cost_model
 }
 
 TEST_CASE("a bucket waits for the link, not only for its gradients", "[cost_model]") {
-  // Bucket 1 is ready at 1 ms but the link is busy with bucket 0 (ready 0, 2 + 8 = 10 ms)
+  // BucketTiming 1 is ready at 1 ms but the link is busy with bucket 0 (ready 0, 2 + 8 = 10 ms)
   // until 10 ms; it starts there and ends at 10 + 3 = 13 ms, 3 ms after a 10 ms backward.
-  const std::vector<Bucket> buckets{{8000, 0.0}, {1000, 0.001}};
+  const std::vector<BucketTiming> buckets{{8000, 0.0}, {1000, 0.001}};
   const auto p = ddp::predict_step({0, 0.010, 0}, buckets, 2, kSlow);
   CHECK(p.start_s[1] == Approx(0.010));
   CHECK(p.end_s[1] == Approx(0.013));
@@ -79,7 +79,7 @@ TEST_CASE("a bucket waits for the link, not only for its gradients", "[cost_mode
 TEST_CASE("buckets done before backward ends cost nothing: backward is the floor", "[cost_model]") {
   // Gradients of frozen early layers never come: the last bucket is ready at 5 ms of a
   // 10 ms backward and its ring (3 ms) ends at 8 ms, hidden. step = 1 + 10 + 1 = 12 ms.
-  const std::vector<Bucket> buckets{{1000, 0.005}};
+  const std::vector<BucketTiming> buckets{{1000, 0.005}};
   const auto p = ddp::predict_step({0.001, 0.010, 0.001}, buckets, 2, kSlow);
   CHECK(p.end_s[0] == Approx(0.008));
   CHECK(p.step_s == Approx(0.012));
@@ -90,7 +90,7 @@ TEST_CASE("buckets done before backward ends cost nothing: backward is the floor
 TEST_CASE("all but the last bucket hidden: only the last one's ring is exposed", "[cost_model]") {
   // Small early buckets finish long before backward ends; the last one (ready at the end)
   // is never hidden: exposed = ring(1000 B) = 3 ms exactly.
-  const std::vector<Bucket> buckets{{1000, 0.0}, {1000, 0.010}, {1000, 0.050}, {1000, 0.100}};
+  const std::vector<BucketTiming> buckets{{1000, 0.0}, {1000, 0.010}, {1000, 0.050}, {1000, 0.100}};
   const auto p = ddp::predict_step({0.020, 0.100, 0.005}, buckets, 2, kSlow);
   CHECK(p.exposed_comm_s == Approx(0.003));
   CHECK(p.step_s == Approx(0.128));
@@ -103,7 +103,7 @@ TEST_CASE("one bucket is chapter 06's naive step: nothing overlaps", "[cost_mode
   const std::int64_t bytes = 4 * 77754;
   for (const int world : {2, 3, 4, 8}) {
     CAPTURE(world);
-    const std::vector<Bucket> one{{bytes, t.backward_s}};
+    const std::vector<BucketTiming> one{{bytes, t.backward_s}};
     const auto p = ddp::predict_step(t, one, world, {125e6, 50e-6});
     CHECK(p.step_s == Approx(p.naive_step_s));
     CHECK(p.exposed_comm_s == Approx(ddp::ring_all_reduce_seconds(bytes, world, {125e6, 50e-6})));
@@ -193,7 +193,7 @@ TEST_CASE("ready times from sizes (uniform byte rate) and from fractions", "[cos
 
 TEST_CASE("predict_step: bad input is an error that names it", "[cost_model]") {
   const StepTimes t{0.01, 0.02, 0.001};
-  const std::vector<Bucket> ok{{1000, 0.02}};
+  const std::vector<BucketTiming> ok{{1000, 0.02}};
   CHECK_NOTHROW(ddp::predict_step(t, ok, 2, kSlow));
   CHECK_THROWS_WITH(ddp::predict_step({-0.01, 0.02, 0.001}, ok, 2, kSlow),
                     Contains("forward_s must be a finite time >= 0"));
@@ -203,12 +203,14 @@ TEST_CASE("predict_step: bad input is an error that names it", "[cost_model]") {
   CHECK_THROWS_WITH(ddp::predict_step(t, ok, 0, kSlow), Contains("world must be >= 1, got 0"));
   CHECK_THROWS_WITH(ddp::predict_step(t, ok, 2, {0, 1e-3}), Contains("bandwidth must be > 0"));
   CHECK_THROWS_WITH(ddp::predict_step(t, ok, 2, {1e6, -1e-3}), Contains("latency must be"));
-  CHECK_THROWS_WITH(ddp::predict_step(t, std::vector<Bucket>{}, 2, kSlow), Contains("no buckets"));
-  CHECK_THROWS_WITH(ddp::predict_step(t, std::vector<Bucket>{{1000, 0.0}, {0, 0.01}}, 2, kSlow),
-                    Contains("bucket 1 has 0 bytes"));
-  CHECK_THROWS_WITH(ddp::predict_step(t, std::vector<Bucket>{{1000, 0.03}}, 2, kSlow),
+  CHECK_THROWS_WITH(ddp::predict_step(t, std::vector<BucketTiming>{}, 2, kSlow),
+                    Contains("no buckets"));
+  CHECK_THROWS_WITH(
+      ddp::predict_step(t, std::vector<BucketTiming>{{1000, 0.0}, {0, 0.01}}, 2, kSlow),
+      Contains("bucket 1 has 0 bytes"));
+  CHECK_THROWS_WITH(ddp::predict_step(t, std::vector<BucketTiming>{{1000, 0.03}}, 2, kSlow),
                     Contains("bucket 0 is ready at 0.03 s, outside backward [0, 0.02] s"));
-  CHECK_THROWS_WITH(ddp::predict_step(t, std::vector<Bucket>{{1000, -0.001}}, 2, kSlow),
+  CHECK_THROWS_WITH(ddp::predict_step(t, std::vector<BucketTiming>{{1000, -0.001}}, 2, kSlow),
                     Contains("outside backward"));
   CHECK_THROWS_WITH(ddp::ring_all_reduce_seconds(-1, 2, kSlow), Contains("bytes must be >= 0"));
 }
