@@ -343,8 +343,8 @@ std::shared_ptr<Work> ProcessGroupTcp::reduce_scatter(Tensor& output, const Tens
   Tensor in = input;
   const std::string extra = std::string(" (") + to_string(op) + ")";
   detail::ComputeMark ready = detail::mark_compute_stream(in, out);
-  return enqueue(describe("reduce_scatter", in, extra.c_str()),
-                 [this, out, in, op, ready]() mutable {
+  std::string what = describe("reduce_scatter", in, extra.c_str());
+  return enqueue(std::move(what), [this, out, in, op, ready]() mutable {
     // The input is const: reduce in a copy of it, then hand out our chunk.
     Tensor work = in.is_cuda() ? detail::host_copy(in, ready) : in.clone();
     const std::int64_t n = out.numel();
@@ -353,8 +353,8 @@ std::shared_ptr<Work> ProcessGroupTcp::reduce_scatter(Tensor& output, const Tens
     } else {
       ring_reduce_scatter(work.data<std::int64_t>(), n, op);
     }
-    detail::staged_copy(
-        work.reshape({work.numel()}).narrow(0, rank() * n, n).reshape(out.shape()), out, ready);
+    Tensor ours = work.reshape({work.numel()}).narrow(0, rank() * n, n).reshape(out.shape());
+    detail::staged_copy(ours, out, ready);
   });
 }
 

@@ -38,7 +38,9 @@ void pinned_free(void*) noexcept {}
 std::shared_ptr<Event> record_on_compute_stream(int device) {
   fail_not_built("record_on_compute_stream", device);
 }
-void compute_stream_wait(const Event&, int device) { fail_not_built("compute_stream_wait", device); }
+void compute_stream_wait(const Event&, int device) {
+  fail_not_built("compute_stream_wait", device);
+}
 void copy_on_copy_stream(const Tensor& src, const Tensor&, const Event*) {
   fail_not_built("copy_on_copy_stream", src.defined() && src.is_cuda() ? src.device().index : 0);
 }

@@ -3,8 +3,8 @@
 // It owns what every tensor on that GPU shares: a caching allocator over cudaMalloc,
 // one compute stream on which every kernel and cuBLAS call is queued, a cuBLAS handle
 // bound to that stream, and a copy stream for communication's staging copies (Note [The
-// streams of a GPU], tensor/cuda/streams.hpp). The kernels themselves live in elementwise.cu, reduce.cu,
-// matmul.cu and random.cu (declared in kernels.hpp); this file only forwards to them.
+// streams of a GPU], tensor/cuda/streams.hpp). The kernels themselves live in elementwise.cu,
+// reduce.cu, matmul.cu and random.cu (declared in kernels.hpp); this file only forwards to them.
 // Also here: ddp::cuda_backend(index) and the queries of tensor/cuda/device_info.hpp.
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>

@@ -27,9 +27,8 @@ void compute_stream_wait(const Event& event, int device) {
 void copy_on_copy_stream(const Tensor& src, const Tensor& dst, const Event* after) {
   DDP_CHECK(src.is_cuda() != dst.is_cuda(), "copy_on_copy_stream: from ", src.describe(), " to ",
             dst.describe(), ": exactly one of the two must be on a GPU");
-  DDP_CHECK(src.dtype() == dst.dtype() && src.numel() == dst.numel(),
-            "copy_on_copy_stream: from ", src.describe(), " to ", dst.describe(),
-            ": the dtype and the element count must match");
+  DDP_CHECK(src.dtype() == dst.dtype() && src.numel() == dst.numel(), "copy_on_copy_stream: from ",
+            src.describe(), " to ", dst.describe(), ": the dtype and the element count must match");
   DDP_CHECK(src.is_contiguous() && dst.is_contiguous(), "copy_on_copy_stream: from ",
             src.describe(), " to ", dst.describe(), ": both must be contiguous");
   const std::size_t nbytes = static_cast<std::size_t>(src.numel()) * element_size(src.dtype());
@@ -39,8 +38,8 @@ void copy_on_copy_stream(const Tensor& src, const Tensor& dst, const Event* afte
   const cudaStream_t stream = copy_stream(device);
   // The GPU holds the copy back until the producer's kernels have run; the host does not wait.
   if (after != nullptr) DDP_CHECK_CUDA(cudaStreamWaitEvent(stream, after->get(), 0));
-  DDP_CHECK_CUDA(cudaMemcpyAsync(dst.raw_data(), src.raw_data(), nbytes, cudaMemcpyDefault,
-                                 stream));
+  DDP_CHECK_CUDA(
+      cudaMemcpyAsync(dst.raw_data(), src.raw_data(), nbytes, cudaMemcpyDefault, stream));
   // The host waits for this stream only: the caller reads (or frees) host memory next.
   DDP_CHECK_CUDA(cudaStreamSynchronize(stream));
 }

@@ -88,11 +88,13 @@ void overlap_case(const char* name, int rank, int long_chain, Produce produce, L
   const double waited_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
   const bool reached = long_done->query();
   expect(!reached, rank,
-         std::string(name) + ": the Work finished only once the kernels queued after it had "
-         "(waited " + std::to_string(waited_ms) + " ms): the staging copy queued behind them");
+         std::string(name) +
+             ": the Work finished only once the kernels queued after it had "
+             "(waited " +
+             std::to_string(waited_ms) + " ms): the staging copy queued behind them");
   check();  // reads through the compute stream: after the long chain
-  std::printf("rank %d: %s waited %.1f ms, long chain %s when it finished\n", rank, name,
-              waited_ms, reached ? "DONE" : "still running");
+  std::printf("rank %d: %s waited %.1f ms, long chain %s when it finished\n", rank, name, waited_ms,
+              reached ? "DONE" : "still running");
 }
 
 }  // namespace
@@ -118,7 +120,9 @@ int main(int argc, char** argv) {
     Tensor x = zeros({n}, kF32);
     overlap_case(
         "all_reduce", rank, long_chain,
-        [&] { x.add_(arange(0.0, static_cast<double>(n), 1.0, kF32)).add_(static_cast<float>(rank)); },
+        [&] {
+          x.add_(arange(0.0, static_cast<double>(n), 1.0, kF32)).add_(static_cast<float>(rank));
+        },
         [&] { return group->all_reduce(x, ReduceOp::Sum); },
         [&] {
           const std::vector<float> got = x.to_vector<float>();

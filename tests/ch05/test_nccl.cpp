@@ -153,8 +153,8 @@ TEST_CASE("nccl block_stream orders the compute stream after the collective, hos
   chain(8);
   cuda::record_on_compute_stream(0)->synchronize();
   const double per_product =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-          .count() / 8;
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() /
+      8;
   const int count = static_cast<int>(500.0 / per_product) + 1;
 
   // all_gather into a separate output that starts at -1, of 64 Mi ones: a kernel on the
@@ -169,11 +169,10 @@ TEST_CASE("nccl block_stream orders the compute stream after the collective, hos
   start = std::chrono::steady_clock::now();
   work->block_stream(std::chrono::seconds(30));
   const double blocked_ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-          .count();
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   const bool busy_finished = busy_done->query();
-  INFO("block_stream held the host " << blocked_ms << " ms; " << count << " products of "
-                                     << side << "^2 queued before the collective");
+  INFO("block_stream held the host " << blocked_ms << " ms; " << count << " products of " << side
+                                     << "^2 queued before the collective");
   CHECK_FALSE(busy_finished);
 
   const Tensor seen = ddp::min(out.clone());  // both kernels queued after block_stream
