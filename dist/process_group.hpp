@@ -2,7 +2,8 @@
 //
 // A process group is `size()` processes, each knowing its `rank()`, that call the same
 // collectives in the same order. Every collective returns a Work at once; the data in
-// the tensors may only be read after Work::wait(). Backends: tcp (from scratch, a ring;
+// the tensors may only be read after Work::wait() (or, by kernels queued after it,
+// Work::block_stream(): chapter 07). Backends: tcp (from scratch, a ring;
 // dist/process_group_tcp.hpp), mpi (Open MPI; dist/process_group_mpi.hpp) and nccl
 // (GPUs; dist/process_group_nccl.hpp). Which one is made, and how the ranks meet, is
 // dist/init.hpp's job. A group does not know about autograd or models (chapter 06/07).
