@@ -1,9 +1,10 @@
-// Names of the reduce operations, for messages, and the host staging of CUDA tensors
-// (see dist/process_group.hpp).
+// Names of the reduce operations, for messages, the argument checks, and the host staging
+// of CUDA tensors (Note [Staging CUDA tensors off the compute stream], process_group.hpp).
 #include "dist/process_group.hpp"
 
 #include "dist/launch_env.hpp"
 #include "tensor/cuda/device_info.hpp"  // use_device
+#include "tensor/cuda/streams.hpp"
 #include "tensor/error.hpp"
 
 namespace ddp {
@@ -51,11 +52,16 @@ void ProcessGroup::check_reduce_scatter(const Tensor& output, const Tensor& inpu
 
 namespace detail {
 
-Tensor host_copy(const Tensor& t) {
+ComputeMark mark_compute_stream(const Tensor& a, const Tensor& b) {
+  if (a.defined() && a.is_cuda()) return cuda::record_on_compute_stream(a.device().index);
+  if (b.defined() && b.is_cuda()) return cuda::record_on_compute_stream(b.device().index);
+  return nullptr;
+}
+
+Tensor host_copy(const Tensor& t, const ComputeMark& ready) {
   if (!t.is_cuda()) return t;
-  cuda::use_device(t.device().index);  // see host_buffer_like
-  Tensor host = empty_pinned(t.shape(), t.dtype());
-  host.copy_(t);
+  Tensor host = host_buffer_like(t);
+  staged_copy(t, host, ready);
   return host;
 }
 
@@ -65,6 +71,19 @@ Tensor host_buffer_like(const Tensor& t) {
   // CUDA call, or the pinned allocation would make a context on GPU 0 (cuda::use_device).
   cuda::use_device(t.device().index);
   return empty_pinned(t.shape(), t.dtype());
+}
+
+void staged_copy(const Tensor& src, const Tensor& dst, const ComputeMark& ready) {
+  if (!src.is_cuda() && !dst.is_cuda()) {
+    Tensor(dst).copy_(src);  // a handle on the same storage
+    return;
+  }
+  cuda::use_device(src.is_cuda() ? src.device().index : dst.device().index);
+  cuda::copy_on_copy_stream(src, dst, ready.get());
+}
+
+void copy_back(const Tensor& t, const Tensor& host, const ComputeMark& ready) {
+  if (t.is_cuda()) staged_copy(host, t, ready);
 }
 
 }  // namespace detail

@@ -2,7 +2,8 @@
 //
 // A process group is `size()` processes, each knowing its `rank()`, that call the same
 // collectives in the same order. Every collective returns a Work at once; the data in
-// the tensors may only be read after Work::wait(). Backends: tcp (from scratch, a ring;
+// the tensors may only be read after Work::wait() (or, by kernels queued after it,
+// Work::block_stream(): chapter 07). Backends: tcp (from scratch, a ring;
 // dist/process_group_tcp.hpp), mpi (Open MPI; dist/process_group_mpi.hpp) and nccl
 // (GPUs; dist/process_group_nccl.hpp). Which one is made, and how the ranks meet, is
 // dist/init.hpp's job. A group does not know about autograd or models (chapter 06/07).
@@ -13,6 +14,7 @@
 #include <string>
 
 #include "dist/work.hpp"
+#include "tensor/cuda/streams.hpp"
 #include "tensor/tensor.hpp"
 
 namespace ddp {
@@ -72,15 +74,40 @@ class ProcessGroup {
 };
 
 namespace detail {
+// Note [Staging CUDA tensors off the compute stream]
 // Backends that move bytes through host memory (tcp, mpi) stage CUDA tensors there, in
-// page-locked memory (empty_pinned), which the copy engine reads and writes directly.
-// host_copy: the tensor itself if it is on the CPU, else a page-locked copy of it (the
-// copy waits for the kernels that produce the tensor).
-Tensor host_copy(const Tensor& t);
-// host_buffer_like: the tensor itself if it is on the CPU, else page-locked memory of
-// its shape and dtype, contents undefined. Both are for the communication thread: for a
-// CUDA tensor they make its GPU the thread's device for good (cuda::use_device).
+// page-locked memory (empty_pinned), which the copy engine reads and writes directly. The
+// copies must not run on the compute stream: chapter 07 queues a bucket's all-reduce from
+// inside backward while the host keeps queuing the rest of backward, and a copy queued
+// behind all of that would start only once backward is over. So:
+//   1. the caller's thread, when it queues the collective, marks the end of the compute
+//      stream (mark_compute_stream): the kernels that produce the input are all before it;
+//   2. the communication thread copies down on the GPU's copy stream, which first waits
+//      (on the GPU) for that mark, and waits for the copy stream alone (host_copy);
+//   3. after the collective, it copies the result up on the same stream and waits for it
+//      (copy_back) before the Work finishes, so that Work::wait() still means "done".
+// The task holds the tensors until then (tensor/cuda/caching_allocator.hpp).
+// Kernels queued after the collective run meanwhile: that is the overlap chapter 07 is for.
+// They must not touch the tensor before Work::wait(), as with every backend.
+using ComputeMark = std::shared_ptr<cuda::Event>;  // null: no GPU work to wait for
+
+// Caller's thread. An event at the end of the compute stream of the GPU that `a` (or else
+// `b`) is on; null when neither is a CUDA tensor.
+ComputeMark mark_compute_stream(const Tensor& a, const Tensor& b = Tensor());
+// The tensor itself if it is on the CPU, else a page-locked copy of it, made once `ready`
+// is reached (step 2 above).
+Tensor host_copy(const Tensor& t, const ComputeMark& ready);
+// The tensor itself if it is on the CPU, else page-locked memory of its shape and dtype,
+// contents undefined.
 Tensor host_buffer_like(const Tensor& t);
+// dst.copy_(src) where one of them may be a CUDA tensor and the other host memory: on the
+// copy stream once `ready` is reached, for a CUDA tensor (steps 2 and 3 above); a plain
+// copy_ between host tensors.
+void staged_copy(const Tensor& src, const Tensor& dst, const ComputeMark& ready);
+// t.copy_(host) when t is a CUDA tensor (step 3 above); nothing when t is `host` itself.
+void copy_back(const Tensor& t, const Tensor& host, const ComputeMark& ready);
+// All of these are for the communication thread (except mark_compute_stream): for a CUDA
+// tensor they make its GPU the thread's device for good (cuda::use_device).
 }  // namespace detail
 
 }  // namespace ddp

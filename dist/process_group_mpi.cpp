@@ -216,9 +216,12 @@ struct MpiOp {
   bool in_place = false;
   bool average = false;  // ReduceOp::Avg: MPI sums, then we divide by the group size
   // What MPI reads and writes: host memory. The tensors themselves on the CPU; for CUDA
-  // tensors, host copies made by the communication thread (detail::host_copy / host_buffer_like).
+  // tensors, host copies made by the communication thread (detail::host_copy / host_buffer_like)
+  // once the compute stream has reached `ready`, marked by the caller (Note [Staging CUDA
+  // tensors off the compute stream], dist/process_group.hpp).
   Tensor send;
   Tensor recv;
+  detail::ComputeMark ready;
   // Issues the nonblocking MPI call on send/recv (on the communication thread).
   std::function<void(MpiOp&, MPI_Comm)> start;
   MPI_Request request = MPI_REQUEST_NULL;
@@ -372,6 +375,7 @@ class ProcessGroupMpi final : public ProcessGroup {
   // Caller side: hands the collective to the communication thread and returns its Work.
   std::shared_ptr<Work> enqueue(std::unique_ptr<MpiOp> job) {
     std::shared_ptr<FutureWork> work = job->work;
+    job->ready = detail::mark_compute_stream(job->input, job->output);
     {
       std::lock_guard lock(mutex_);
       DDP_CHECK(broken_.empty(), work->description(),
@@ -467,7 +471,7 @@ void ProcessGroupMpi::run() {
 // copy waits for the GPU, and the caller should not.
 void ProcessGroupMpi::start(MpiOp& job) {
   if (job.input.defined()) {
-    job.send = detail::host_copy(job.input);
+    job.send = detail::host_copy(job.input, job.ready);
     job.recv = job.in_place ? job.send : detail::host_buffer_like(job.output);
   }
   job.deadline = deadline_after(timeout_);
@@ -481,7 +485,7 @@ void ProcessGroupMpi::start(MpiOp& job) {
 void ProcessGroupMpi::complete(MpiOp& job) {
   try {
     if (job.average) divide(job.recv, size());
-    if (job.output.defined() && job.output.is_cuda()) job.output.copy_(job.recv);
+    if (job.output.defined()) detail::copy_back(job.output, job.recv, job.ready);
   } catch (...) {
     fail(job, std::current_exception());
     return;

@@ -20,8 +20,8 @@
 #include "dist/deadline.hpp"
 #include "dist/launch_env.hpp"  // host_name
 #include "tensor/cuda/device_info.hpp"
-#include "tensor/cuda/kernels.hpp"  // cuda::compute_stream
 #include "tensor/cuda/runtime.hpp"
+#include "tensor/cuda/streams.hpp"  // the compute stream: record on it, make it wait
 #include "tensor/error.hpp"
 
 namespace ddp {
@@ -191,9 +191,11 @@ class NcclWork final : public Work {
   // stops, but maybe not before the host has moved on.
   ~NcclWork() override {
     std::lock_guard lock(mutex_);
-    if (tensors_.empty()) return;  // finished, or never held any
-    cuda::DeviceGuard guard(comm_->device());
-    cudaStreamWaitEvent(cuda::compute_stream(comm_->device()), done_.get(), 0);
+    if (tensors_.empty()) return;  // finished, ordered by block_stream, or never held any
+    try {
+      cuda::compute_stream_wait(done_, comm_->device());
+    } catch (...) {  // a destructor does not throw; a broken context reports itself later
+    }
   }
 
   bool is_completed() override {
@@ -234,6 +236,18 @@ class NcclWork final : public Work {
   std::exception_ptr exception() override {
     std::lock_guard lock(mutex_);
     return error_;
+  }
+
+  // Chapter 07's ending of backward: the compute stream waits for `done_` on the GPU, and
+  // the host only looks, without waiting, for a failure the communicator already knows.
+  // The tensors can go once the compute stream is ordered after the collective: a block the
+  // allocator hands out again is then used only by kernels queued behind that wait.
+  void block_stream(std::chrono::milliseconds) override {
+    std::lock_guard lock(mutex_);
+    if (!finished_) poll_error_locked();
+    if (error_) std::rethrow_exception(error_);
+    cuda::compute_stream_wait(done_, comm_->device());
+    tensors_.clear();
   }
 
  private:
@@ -403,9 +417,7 @@ class ProcessGroupNccl final : public ProcessGroup {
               ": the communicator was aborted after an earlier failure\n"
               "hint: a failed collective leaves the ranks out of step; end the job");
     cuda::DeviceGuard guard(device_);
-    cuda::Event ready;
-    DDP_CHECK_CUDA(cudaEventRecord(ready.get(), cuda::compute_stream(device_)));
-    ready.wait(stream_);  // the GPU waits, not the host
+    cuda::record_on_compute_stream(device_)->wait(stream_);  // the GPU waits, not the host
 
     const ncclResult_t status = enqueue(comm_->get(), stream_.get());
     if (status != ncclInProgress) check_nccl(status, call, __FILE__, __LINE__);
@@ -417,8 +429,11 @@ class ProcessGroupNccl final : public ProcessGroup {
     } catch (...) {
       // Aborted: whatever was queued stops, but the caller may free the tensors now, and
       // the compute stream must not reuse their memory before it has (as in ~NcclWork).
-      done.record(stream_);
-      cudaStreamWaitEvent(cuda::compute_stream(device_), done.get(), 0);
+      try {
+        done.record(stream_);
+        cuda::compute_stream_wait(done, device_);
+      } catch (...) {  // the settle error says what went wrong first: that one goes up
+      }
       throw;
     }
     done.record(stream_);

@@ -246,12 +246,6 @@ std::string describe(const char* call, const Tensor& t, const char* extra = "") 
   return detail::concat(call, " of ", t.numel(), " ", dtype_name(t.dtype()), extra);
 }
 
-// CUDA tensors go through host memory: copy down (detail::host_copy, page-locked), run
-// the ring, copy back up.
-void copy_back(Tensor& t, const Tensor& host) {
-  if (t.is_cuda()) t.copy_(host);
-}
-
 // dst[i] = dst[i] (op) src[i]. Avg sums here and divides once at the end.
 template <typename T>
 void combine(T* dst, const T* src, std::size_t n, ReduceOp op) {
@@ -281,14 +275,18 @@ std::shared_ptr<Work> ProcessGroupTcp::all_reduce(Tensor& tensor, ReduceOp op) {
   check_tensor(tensor, "all_reduce", "tensor");
   Tensor t = tensor;  // shares the storage; the copy lives as long as the task
   const std::string extra = std::string(" (") + to_string(op) + ")";
-  return enqueue(describe("all_reduce", t, extra.c_str()), [this, t, op]() mutable {
-    Tensor host = detail::host_copy(t);
+  // CUDA tensors go through host memory: copied down once the compute stream reaches
+  // `ready` (where the caller is now), the ring, copied back up; all off the compute
+  // stream (Note [Staging CUDA tensors off the compute stream], dist/process_group.hpp).
+  detail::ComputeMark ready = detail::mark_compute_stream(t);
+  return enqueue(describe("all_reduce", t, extra.c_str()), [this, t, op, ready]() mutable {
+    Tensor host = detail::host_copy(t, ready);
     if (host.dtype() == DType::Float32) {
       ring_all_reduce(host.data<float>(), host.numel(), op);
     } else {
       ring_all_reduce(host.data<std::int64_t>(), host.numel(), op);
     }
-    copy_back(t, host);
+    detail::copy_back(t, host, ready);
   });
 }
 
@@ -320,18 +318,19 @@ std::shared_ptr<Work> ProcessGroupTcp::all_gather(Tensor& output, const Tensor& 
   check_all_gather(output, input);
   Tensor out = output;
   Tensor in = input;
-  return enqueue(describe("all_gather", in), [this, out, in]() mutable {
+  detail::ComputeMark ready = detail::mark_compute_stream(in, out);
+  return enqueue(describe("all_gather", in), [this, out, in, ready]() mutable {
     Tensor host = detail::host_buffer_like(out);
     const std::int64_t n = in.numel();
     // Our own piece first, at its place: chunk rank() of the output.
     Tensor flat = host.reshape({host.numel()});
-    flat.narrow(0, rank() * n, n).copy_(in.reshape({n}));
+    detail::staged_copy(in.reshape({n}), flat.narrow(0, rank() * n, n), ready);
     if (host.dtype() == DType::Float32) {
       ring_all_gather(host.data<float>(), n);
     } else {
       ring_all_gather(host.data<std::int64_t>(), n);
     }
-    copy_back(out, host);
+    detail::copy_back(out, host, ready);
   });
 }
 
@@ -343,16 +342,19 @@ std::shared_ptr<Work> ProcessGroupTcp::reduce_scatter(Tensor& output, const Tens
   Tensor out = output;
   Tensor in = input;
   const std::string extra = std::string(" (") + to_string(op) + ")";
-  return enqueue(describe("reduce_scatter", in, extra.c_str()), [this, out, in, op]() mutable {
+  detail::ComputeMark ready = detail::mark_compute_stream(in, out);
+  std::string what = describe("reduce_scatter", in, extra.c_str());
+  return enqueue(std::move(what), [this, out, in, op, ready]() mutable {
     // The input is const: reduce in a copy of it, then hand out our chunk.
-    Tensor work = in.is_cuda() ? detail::host_copy(in) : in.clone();
+    Tensor work = in.is_cuda() ? detail::host_copy(in, ready) : in.clone();
     const std::int64_t n = out.numel();
     if (work.dtype() == DType::Float32) {
       ring_reduce_scatter(work.data<float>(), n, op);
     } else {
       ring_reduce_scatter(work.data<std::int64_t>(), n, op);
     }
-    out.copy_(work.reshape({work.numel()}).narrow(0, rank() * n, n).reshape(out.shape()));
+    Tensor ours = work.reshape({work.numel()}).narrow(0, rank() * n, n).reshape(out.shape());
+    detail::staged_copy(ours, out, ready);
   });
 }
 
@@ -392,11 +394,12 @@ std::shared_ptr<Work> ProcessGroupTcp::broadcast(Tensor& tensor, int root) {
   check_root("broadcast", root);
   Tensor t = tensor;
   const std::string extra = " from rank " + std::to_string(root);
-  return enqueue(describe("broadcast", t, extra.c_str()), [this, t, root]() mutable {
-    Tensor host = detail::host_copy(t);
+  detail::ComputeMark ready = detail::mark_compute_stream(t);
+  return enqueue(describe("broadcast", t, extra.c_str()), [this, t, root, ready]() mutable {
+    Tensor host = detail::host_copy(t, ready);
     ring_broadcast(static_cast<std::byte*>(host.raw_data()),
                    static_cast<std::size_t>(host.numel()) * element_size(host.dtype()), root);
-    copy_back(t, host);
+    detail::copy_back(t, host, ready);
   });
 }
 

@@ -1,10 +1,14 @@
-// FutureWork: a Work finished by a communication thread (see dist/work.hpp).
+// Work's default block_stream, and FutureWork: a Work finished by a communication thread
+// (see dist/work.hpp).
 #include "dist/work.hpp"
 
 #include "dist/deadline.hpp"
 #include "tensor/error.hpp"
 
 namespace ddp {
+
+// A collective that finishes on the host has nothing to hand the GPU: the host waits.
+void Work::block_stream(std::chrono::milliseconds timeout) { wait(timeout); }
 
 bool FutureWork::is_completed() {
   std::lock_guard lock(mutex_);

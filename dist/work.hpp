@@ -1,7 +1,8 @@
 // ddp::Work, the handle an asynchronous collective returns. Chapter 05 introduces it.
 //
 // A collective is queued and its Work returned at once; wait() blocks until it has
-// finished (or throws: the collective failed, or the timeout expired first). This file
+// finished (or throws: the collective failed, or the timeout expired first);
+// block_stream() only orders the GPU's compute stream after it, where the backend can. This file
 // holds the interface and FutureWork, the implementation for backends whose collectives
 // finish on a host thread (tcp, mpi): that thread calls finish() or fail(). The NCCL
 // backend has its own Work that polls a CUDA event and the communicator's async error.
@@ -33,6 +34,19 @@ class Work {
 
   // The failure, once completed; nullptr when it succeeded or is still running.
   virtual std::exception_ptr exception() = 0;
+
+  // Orders the compute stream of the tensors' GPU after the collective: kernels queued
+  // there after this call see its result. Where the backend can do that on the GPU (nccl:
+  // the compute stream waits for the collective's done event, cudaStreamWaitEvent), the
+  // host does not wait: it goes on queuing kernels, and only a failure already known
+  // throws. Where the collective finishes on a host thread (tcp, mpi: FutureWork) this is
+  // wait(timeout), which that backend's staging makes enough (its copy back to the GPU is
+  // done before the Work finishes). Chapter 07's Reducer ends backward with it.
+  // The timeout bounds the host wait where there is one. On nccl nothing waits on the host,
+  // so it is not enforced here: a collective that never finishes holds the compute stream,
+  // and a later host wait on that stream (reading a loss) would not return. Call
+  // wait(timeout) instead where that matters more than the host's head start.
+  virtual void block_stream(std::chrono::milliseconds timeout = kDefaultTimeout);
 };
 
 // A Work completed by another thread: the backend's communication thread calls

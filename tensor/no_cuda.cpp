@@ -7,6 +7,7 @@
 #include "tensor/backend.hpp"
 #include "tensor/cuda/device_info.hpp"
 #include "tensor/cuda/matmul_tiled.hpp"
+#include "tensor/cuda/streams.hpp"
 #include "tensor/error.hpp"
 
 namespace ddp {
@@ -33,6 +34,16 @@ void empty_cache(int index) { fail_not_built("empty_cache", index); }
 void use_device(int index) { fail_not_built("use_device", index); }
 void* pinned_allocate(std::size_t) { fail_not_built("pinned host memory", 0); }
 void pinned_free(void*) noexcept {}
+
+std::shared_ptr<Event> record_on_compute_stream(int device) {
+  fail_not_built("record_on_compute_stream", device);
+}
+void compute_stream_wait(const Event&, int device) {
+  fail_not_built("compute_stream_wait", device);
+}
+void copy_on_copy_stream(const Tensor& src, const Tensor&, const Event*) {
+  fail_not_built("copy_on_copy_stream", src.defined() && src.is_cuda() ? src.device().index : 0);
+}
 
 void matmul_tiled(const Tensor& a, const Tensor&, const Tensor&) {
   fail_not_built("matmul_tiled", a.defined() && a.is_cuda() ? a.device().index : 0);

@@ -1,9 +1,10 @@
 // CudaBackend: the Backend (backend.hpp) of one GPU. Chapter 02.
 //
 // It owns what every tensor on that GPU shares: a caching allocator over cudaMalloc,
-// one compute stream on which every kernel and cuBLAS call is queued, and a cuBLAS
-// handle bound to that stream. The kernels themselves live in elementwise.cu, reduce.cu,
-// matmul.cu and random.cu (declared in kernels.hpp); this file only forwards to them.
+// one compute stream on which every kernel and cuBLAS call is queued, a cuBLAS handle
+// bound to that stream, and a copy stream for communication's staging copies (Note [The
+// streams of a GPU], tensor/cuda/streams.hpp). The kernels themselves live in elementwise.cu,
+// reduce.cu, matmul.cu and random.cu (declared in kernels.hpp); this file only forwards to them.
 // Also here: ddp::cuda_backend(index) and the queries of tensor/cuda/device_info.hpp.
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -97,6 +98,7 @@ class CudaBackend final : public Backend {
 
   Device device() const override { return Device::cuda(index_); }
   cudaStream_t stream() const { return stream_.get(); }
+  cudaStream_t copy_stream() const { return copy_stream_.get(); }
   CachingAllocator& allocator() { return allocator_; }
 
   // ---- Memory --------------------------------------------------------------------------
@@ -176,9 +178,10 @@ class CudaBackend final : public Backend {
   }
 
   // Members are built in this order and destroyed in the reverse one: the allocator
-  // gives its cached blocks back while the stream still exists.
+  // gives its cached blocks back while the streams still exist.
   int index_;
-  cuda::Stream stream_;
+  cuda::Stream stream_;       // the compute stream: every kernel on this GPU
+  cuda::Stream copy_stream_;  // staging copies for communication (tensor/cuda/streams.hpp)
   CublasHandle cublas_;
   CachingAllocator allocator_;
 };
@@ -271,6 +274,7 @@ AllocatorStats allocator_stats(int index) { return cuda_backend_impl(index).allo
 void empty_cache(int index) { cuda_backend_impl(index).allocator().empty_cache(); }
 
 cudaStream_t compute_stream(int index) { return cuda_backend_impl(index).stream(); }
+cudaStream_t copy_stream(int index) { return cuda_backend_impl(index).copy_stream(); }
 
 }  // namespace cuda
 }  // namespace ddp

@@ -11,6 +11,11 @@
 // Blocks are stream-ordered on the one compute stream of their device: a block freed
 // by the host may still be read by a queued kernel, and the next kernel that reuses it
 // is queued behind that one on the same stream, so reuse is safe without waiting.
+// So a block used by ANOTHER stream (a staging copy on the copy stream, a collective on
+// NCCL's stream) must not come back here before that stream is done with it: whoever
+// queued the work keeps the tensor alive until the host has waited for that stream (the
+// staging copies, tensor/cuda/streams.hpp), or until the compute stream has been made to
+// wait for it on the GPU (the nccl Work, dist/process_group_nccl.cpp).
 #pragma once
 
 #include <cstddef>

@@ -68,5 +68,7 @@ void random(cudaStream_t stream, const RandomSpec& spec, const Tensor& out);
 // The compute stream of GPU `index` (creating its backend if needed), for code outside
 // the Backend interface that launches kernels, such as matmul_tiled.
 cudaStream_t compute_stream(int index);
+// The copy stream of GPU `index` (Note [The streams of a GPU], tensor/cuda/streams.hpp).
+cudaStream_t copy_stream(int index);
 
 }  // namespace ddp::cuda

@@ -3,6 +3,7 @@
 // one rank is the input), which still exercises the whole path: the unique id through the
 // store, the nonblocking communicator, the stream ordering and the Work's event. Needs
 // a GPU (reports Skipped without one); several ranks are the collective driver's job.
+// Also chapter 07's Work::block_stream: the compute stream waits, the host does not.
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
@@ -16,6 +17,9 @@
 
 #include "dist/file_store.hpp"
 #include "dist/process_group_nccl.hpp"
+#include "tensor/cuda/runtime.hpp"  // Event::query
+#include "tensor/cuda/streams.hpp"
+#include "tensor/ops.hpp"
 #include "tensor/tensor.hpp"
 
 namespace {
@@ -126,4 +130,53 @@ TEST_CASE("nccl creation that a rank never joins times out and aborts", "[ch05][
   Tensor x = iota(5);
   group->all_reduce(x, ReduceOp::Sum)->wait(std::chrono::seconds(30));
   CHECK(x.to_vector<float>() == std::vector<float>{0, 1, 2, 3, 4});
+}
+
+TEST_CASE("nccl block_stream orders the compute stream after the collective, host free",
+          "[ch05][nccl]") {
+  // Chapter 07's Reducer ends backward with block_stream: the compute stream must see the
+  // collective's result, and the host must not wait for the GPU to get there. A chain of
+  // products queued BEFORE the collective keeps the GPU busy for about half a second; the
+  // collective waits for it (Note [Ordering the communication stream]) and block_stream
+  // must return long before it is done (the host-blocking wait() would not).
+  auto group = make_group();
+  const std::int64_t side = 4096;
+  const Tensor w = full({side, side}, 1.0 / side, {DType::Float32, kGpu});
+  auto chain = [&](int count) {
+    Tensor x = w;
+    for (int i = 0; i < count; ++i) x = matmul(x, w);
+    return x;
+  };
+  chain(2);  // warm up cuBLAS and the allocator
+  cuda::record_on_compute_stream(0)->synchronize();
+  auto start = std::chrono::steady_clock::now();
+  chain(8);
+  cuda::record_on_compute_stream(0)->synchronize();
+  const double per_product =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() /
+      8;
+  const int count = static_cast<int>(500.0 / per_product) + 1;
+
+  // all_gather into a separate output that starts at -1, of 64 Mi ones: a kernel on the
+  // compute stream that ran before the collective's copy would see some -1s.
+  const std::int64_t n = std::int64_t{1} << 26;
+  Tensor in = full({n}, 1.0, {DType::Float32, kGpu});
+  Tensor out = full({n}, -1.0, {DType::Float32, kGpu});
+  cuda::record_on_compute_stream(0)->synchronize();  // made before the chain starts
+  const Tensor busy = chain(count);
+  const std::shared_ptr<cuda::Event> busy_done = cuda::record_on_compute_stream(0);
+  auto work = group->all_gather(out, in);
+  start = std::chrono::steady_clock::now();
+  work->block_stream(std::chrono::seconds(30));
+  const double blocked_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  const bool busy_finished = busy_done->query();
+  INFO("block_stream held the host " << blocked_ms << " ms; " << count << " products of " << side
+                                     << "^2 queued before the collective");
+  CHECK_FALSE(busy_finished);
+
+  const Tensor seen = ddp::min(out.clone());  // both kernels queued after block_stream
+  CHECK(seen.to_vector<float>() == std::vector<float>{1.0f});
+  CHECK(work->is_completed());  // the compute stream waited for it
+  CHECK(work->exception() == nullptr);
 }

@@ -574,6 +574,26 @@ TEST_CASE("a Work waited on with milliseconds::max() waits until it is done", "[
   finisher.join();
 }
 
+TEST_CASE("block_stream of a Work finished on the host is wait, timeout included",
+          "[ch05][tcp]") {
+  // tcp and mpi finish collectives on a host thread: there is no event to hand the GPU,
+  // so chapter 07's Reducer, which ends backward with block_stream, must wait there.
+  ddp::FutureWork slow("test work");
+  CHECK_THROWS_WITH(slow.block_stream(50ms),
+                    Catch::Contains("test work did not finish within 50 ms"));
+  std::thread finisher([&] {
+    std::this_thread::sleep_for(50ms);
+    slow.finish();
+  });
+  CHECK_NOTHROW(slow.block_stream(10s));
+  CHECK(slow.is_completed());
+  finisher.join();
+
+  ddp::FutureWork failed("failed work");
+  failed.fail(std::make_exception_ptr(ddp::Error("the ring broke")));
+  CHECK_THROWS_WITH(failed.block_stream(10s), Catch::Contains("the ring broke"));
+}
+
 TEST_CASE("tcp group set-up names the rank that never came", "[ch05][tcp]") {
   auto server = start_server();
   const auto start = std::chrono::steady_clock::now();
