@@ -269,8 +269,10 @@ void Reducer::finish_backward() {
     used = used.to(buckets_[0].flat.device());
     used_work = group_.all_reduce(used, ReduceOp::Sum);
   }
+  // block_stream: on NCCL the GPU's compute stream waits for each bucket (the host goes on
+  // queueing the optimizer's kernels); on tcp and mpi the host waits (Work::block_stream).
   for (Bucket& bucket : buckets_) {
-    bucket.work->wait(options_.timeout);
+    bucket.work->block_stream(options_.timeout);
     bucket.work = nullptr;
     hook_.finish(group_, bucket.flat);
   }
