@@ -33,7 +33,6 @@ struct ThreadBuffer {
 };
 
 struct Recorder {
-  std::atomic<bool> on{false};
   std::atomic<std::uint64_t> session{0};               // incremented by every start()
   std::atomic<std::int64_t> origin_ns{0};              // steady_clock at start()
   std::mutex mutex;                                    // guards the fields below
@@ -75,8 +74,6 @@ void record(Event event) {
 
 }  // namespace
 
-bool enabled() { return recorder().on.load(std::memory_order_relaxed); }
-
 std::int64_t now_ns() { return steady_ns() - recorder().origin_ns.load(std::memory_order_relaxed); }
 
 void start(int rank) {
@@ -96,10 +93,10 @@ void start(int rank) {
   }
   r.origin_ns.store(steady_ns(), std::memory_order_relaxed);
   r.session.fetch_add(1, std::memory_order_relaxed);
-  r.on.store(true, std::memory_order_release);
+  detail::trace_recording.store(true, std::memory_order_release);
 }
 
-void stop() { recorder().on.store(false, std::memory_order_release); }
+void stop() { detail::trace_recording.store(false, std::memory_order_release); }
 
 void set_thread_name(std::string name) {
   ThreadBuffer& buffer = this_thread();
@@ -139,30 +136,30 @@ void complete(std::string_view category, std::string name, std::int64_t start_ns
                .name = std::move(name)});
 }
 
-void instant(std::string_view category, std::string name) {
+namespace {
+
+// An instant or one end of an async interval, now, on this thread.
+void record_now(Phase phase, std::string_view category, std::string name, std::uint64_t id) {
   if (!enabled()) return;
-  record(Event{.phase = Phase::Instant,
+  record(Event{.phase = phase,
                .ts_ns = now_ns(),
+               .id = id,
                .category = std::string(category),
                .name = std::move(name)});
+}
+
+}  // namespace
+
+void instant(std::string_view category, std::string name) {
+  record_now(Phase::Instant, category, std::move(name), 0);
 }
 
 void async_begin(std::string_view category, std::string name, std::uint64_t id) {
-  if (!enabled()) return;
-  record(Event{.phase = Phase::AsyncBegin,
-               .ts_ns = now_ns(),
-               .id = id,
-               .category = std::string(category),
-               .name = std::move(name)});
+  record_now(Phase::AsyncBegin, category, std::move(name), id);
 }
 
 void async_end(std::string_view category, std::string name, std::uint64_t id) {
-  if (!enabled()) return;
-  record(Event{.phase = Phase::AsyncEnd,
-               .ts_ns = now_ns(),
-               .id = id,
-               .category = std::string(category),
-               .name = std::move(name)});
+  record_now(Phase::AsyncEnd, category, std::move(name), id);
 }
 
 // ---- Reading back ----------------------------------------------------------------------

@@ -13,10 +13,15 @@
 //   trace::write("run.json");
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
+
+namespace ddp::detail {
+inline std::atomic<bool> trace_recording{false};  // trace::start() and stop() set it
+}  // namespace ddp::detail
 
 namespace ddp::trace {
 
@@ -28,7 +33,8 @@ namespace ddp::trace {
 //   "wait"      the main thread blocked waiting for communication
 //   "reducer"   instants: bucket k ready / launched / done
 
-bool enabled();  // cheap: a relaxed atomic load
+// Inline, so that code that records (Module::operator()) pays a load and a branch.
+inline bool enabled() { return detail::trace_recording.load(std::memory_order_relaxed); }
 // Clears what was recorded and starts recording; times count from here. The calling
 // thread is named "main" unless it has a name already. Calling it again starts afresh.
 void start(int rank);

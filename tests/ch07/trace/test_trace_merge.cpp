@@ -1,7 +1,6 @@
 // Chapter 07, ddp-trace-merge (tools/trace_merge/): two ranks' files written by the
 // recorder become one timeline on one time axis, each rank a process "rank R"; missing,
-// corrupt and duplicate inputs are clear errors naming the file. And ddp-train's
-// --trace/--width flags and the per-rank file name.
+// corrupt and duplicate inputs are clear errors naming the file.
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -14,8 +13,6 @@
 
 #include "tensor/error.hpp"
 #include "tensor/trace.hpp"
-#include "tests/ch04_train/parse_options.hpp"
-#include "tools/ddp_train/options.hpp"
 #include "tools/trace_merge/json.hpp"
 #include "tools/trace_merge/trace_merge.hpp"
 
@@ -121,24 +118,4 @@ TEST_CASE("ddp-trace-merge refuses missing, corrupt and duplicate inputs", "[ch0
   CHECK_THROWS_WITH(ddp::trace_merge::merge_files(out, {a.string(), b.string()}),
                     Catch::Contains("are both rank 2"));
   fs::remove_all(dir);
-}
-
-TEST_CASE("ddp-train's --trace and --width, and each rank's trace file", "[ch07][train]") {
-  using ddp::test::error_of;
-  using ddp::test::parse;
-  const ddp::train::TrainOptions o = parse({"--trace", "run.json", "--width", "4"});
-  CHECK(o.trace == "run.json");
-  CHECK(o.width == 4);
-  CHECK(parse({}).width == 1);
-  CHECK(parse({}).trace.empty());
-  CHECK_THAT(error_of({"--width", "0"}), Catch::Contains("--width") && Catch::Contains("'0'"));
-  CHECK_THAT(error_of({"--width", "1.5"}), Catch::Contains("'1.5'"));
-  CHECK_THAT(error_of({"--trace"}), Catch::Contains("--trace needs a value"));
-  using ddp::train::trace_file_for_rank;
-  CHECK(trace_file_for_rank("run.json", 0, 1) == "run.json");
-  CHECK(trace_file_for_rank("run.json", 1, 2) == "run.rank1.json");
-  CHECK(trace_file_for_rank("out/run.v2.json", 3, 4) == "out/run.v2.rank3.json");
-  CHECK(trace_file_for_rank("run", 0, 2) == "run.rank0");
-  CHECK(trace_file_for_rank("out.d/run", 1, 2) == "out.d/run.rank1");
-  CHECK(trace_file_for_rank("out/.trace", 1, 2) == "out/.trace.rank1");
 }
