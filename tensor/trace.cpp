@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <utility>
@@ -164,20 +165,31 @@ void async_end(std::string_view category, std::string name, std::uint64_t id) {
 
 // ---- Reading back ----------------------------------------------------------------------
 
-std::vector<Event> events() {
+namespace {
+
+// Every thread's events that reach `since` or later (complete events that end there,
+// the others that happen there), ordered by time. summarize_since() copies one epoch,
+// not the whole run.
+std::vector<Event> collect(std::int64_t since) {
   Recorder& r = recorder();
   std::vector<Event> all;
   {
     std::lock_guard lock(r.mutex);
     for (auto& buffer : r.buffers) {
       std::lock_guard buffer_lock(buffer->mutex);
-      all.insert(all.end(), buffer->events.begin(), buffer->events.end());
+      for (const Event& e : buffer->events) {
+        if (e.ts_ns + e.dur_ns >= since) all.push_back(e);
+      }
     }
   }
   std::stable_sort(all.begin(), all.end(),
                    [](const Event& a, const Event& b) { return a.ts_ns < b.ts_ns; });
   return all;
 }
+
+}  // namespace
+
+std::vector<Event> events() { return collect(std::numeric_limits<std::int64_t>::min()); }
 
 namespace {
 
@@ -351,6 +363,6 @@ Summary summarize(const std::vector<Event>& events, std::int64_t from_ns, std::i
 
 Mark mark() { return Mark{now_ns()}; }
 
-Summary summarize_since(Mark from) { return summarize(events(), from.ns, now_ns()); }
+Summary summarize_since(Mark from) { return summarize(collect(from.ns), from.ns, now_ns()); }
 
 }  // namespace ddp::trace
