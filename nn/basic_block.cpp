@@ -24,9 +24,9 @@ BasicBlock::BasicBlock(std::int64_t in_channels, std::int64_t out_channels, std:
 }
 
 Variable BasicBlock::forward(const Variable& x) {
-  Variable out = relu(bn1()(conv1_->forward(x)));
-  out = bn2()(conv2_->forward(out));
-  return relu(out + shortcut_->forward(x));
+  Variable out = relu(bn1()((*conv1_)(x)));
+  out = bn2()((*conv2_)(out));
+  return relu(out + (*shortcut_)(x));
 }
 
 std::string BasicBlock::describe() const {

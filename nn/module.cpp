@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "autograd/grad_mode.hpp"
+#include "autograd/ops/trace_point.hpp"
 
 namespace ddp::nn {
 
@@ -215,6 +216,46 @@ void Module::load_state_dict(const StateDict& state, std::string_view source) {
     Tensor target = mine[i].second;
     target.copy_(*values[i]);
   }
+}
+
+// ---- Tracing ---------------------------------------------------------------------------
+
+// Note [Tracing modules]
+// Forward is easy: a span around forward(), on the calling thread, nested as the calls
+// are. Backward is the engine's, so the module leaves two trace points in the graph
+// (autograd/ops/trace_point.hpp): one on its input, made before its ops, and one on its
+// output, made after them. The engine runs the ready node created last first, and
+// everything a module creates is created between its two points; so once the gradient
+// reaches a module's output, the engine finishes that module (its nodes always outrank
+// the ready nodes of modules called before it, and a module called after it has been
+// finished already, or it would not have handed the gradient on) before anything else.
+// The backward spans of one thread therefore nest, and are written as Chrome's complete
+// ("X") events like the forward ones; tests/ch07/trace checks the nesting, so that an
+// engine which ran siblings interleaved would be caught (it would need async events).
+// A module whose input carries no gradient (the first layer, fed the images) has no point
+// where the gradient leaves: it gets an instant "<name>: gradient in" instead of a span.
+// Without grad mode (evaluation) there is no backward and no trace point.
+
+void trace_modules(Module& root, std::string root_name) {
+  for (auto& [name, module] : root.named_modules()) {
+    module->trace_name_ = name.empty() ? root_name : name;
+  }
+}
+
+Variable Module::traced_call(const Variable& x) {
+  std::shared_ptr<BackwardSpan> span;
+  Variable input = x;
+  if (grad_enabled()) {
+    span = std::make_shared<BackwardSpan>(trace_name_);
+    span->leaves = x.requires_grad();
+    input = trace_backward_leave(x, span);  // first: lower than every node of forward()
+  }
+  Variable output;
+  {
+    trace::Span forward_span("forward", trace_name_);
+    output = forward(input);
+  }
+  return span ? trace_backward_enter(output, span) : output;
 }
 
 }  // namespace ddp::nn

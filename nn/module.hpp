@@ -7,7 +7,8 @@
 // PyTorch's state_dict names), train/eval mode, moving to a GPU, saving and loading.
 // A child can be swapped for another module of the same role (replace_child): chapter 06
 // turns every BatchNorm2d into a SyncBatchNorm2d that way. It does not do hooks,
-// parameter groups or deep copies.
+// parameter groups or deep copies. Every call of a module, top-level or from a parent's
+// forward, goes through operator(): that is where chapter 07's tracing sees it.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +22,7 @@
 #include "nn/state_dict.hpp"
 #include "tensor/device.hpp"
 #include "tensor/tensor.hpp"
+#include "tensor/trace.hpp"
 
 namespace ddp::nn {
 
@@ -34,8 +36,15 @@ class Module {
   Module& operator=(const Module&) = delete;
 
   // x -> the module's output; shapes are documented by each subclass.
+  // Parents call their children through operator(), never forward() directly, so that
+  // a traced module records its call (Note [Tracing modules]); untraced, it is forward.
   virtual Variable forward(const Variable& x) = 0;
-  Variable operator()(const Variable& x) { return forward(x); }
+  Variable operator()(const Variable& x) {
+    if (trace::enabled() && !trace_name_.empty()) [[unlikely]] {
+      return traced_call(x);
+    }
+    return forward(x);
+  }
   // One line for tables and messages: "Conv2d(1 -> 16, 3x3, stride 1, pad 1, no bias)".
   virtual std::string describe() const = 0;
 
@@ -85,6 +94,14 @@ class Module {
   // unchanged. `source` names where `state` came from (a file) in the messages.
   void load_state_dict(const StateDict& state, std::string_view source = "a state_dict");
 
+  // ---- Tracing (chapter 07) ------------------------------------------------------------
+  // Names `root` and every module below it for the timeline: each by its dotted path
+  // ("block2.conv1"), the root `root_name`. While ddp::trace records, a named module's
+  // call records a "forward" span and its backward a "backward" span of that name. Call
+  // it after the last replace_child (a new child is unnamed, and so not traced).
+  friend void trace_modules(Module& root, std::string root_name);
+  const std::string& trace_name() const { return trace_name_; }  // "" = not traced
+
  protected:
   // For subclasses' constructors. The returned handle is the registered one itself.
   Variable register_parameter(std::string name, Tensor value);
@@ -108,11 +125,15 @@ class Module {
   void collect_state(const std::string& prefix, StateDict& out) const;
   void collect_modules(const std::string& prefix,
                        std::vector<std::pair<std::string, Module*>>& out);
+  Variable traced_call(const Variable& x);  // operator() while tracing
 
   std::vector<std::pair<std::string, Variable>> parameters_;
   std::vector<std::pair<std::string, Variable>> buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
+  std::string trace_name_;
 };
+
+void trace_modules(Module& root, std::string root_name = "model");
 
 }  // namespace ddp::nn

@@ -10,7 +10,7 @@ Module& Sequential::operator[](std::size_t i) const {
 
 Variable Sequential::forward(const Variable& x) {
   Variable out = x;
-  for (const auto& [name, layer] : children()) out = layer->forward(out);
+  for (const auto& [name, layer] : children()) out = (*layer)(out);
   return out;
 }
 

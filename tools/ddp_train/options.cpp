@@ -76,6 +76,13 @@ trains on its shard and gradients are averaged; alone, it is one process.
   --print-buckets       print the bucket assignment (rank 0) before training
   --no-broadcast-buffers  keep each rank's BatchNorm running statistics
   --check-sync N        every N steps, check that all ranks hold the same weights
+
+Seeing the overlap (chapter 07):
+  --trace FILE.json     record a timeline (open it in ui.perfetto.dev) and print a
+                        compute/communication summary per epoch; with several ranks,
+                        rank R writes FILE.rankR.json (merge them: ddp-trace-merge)
+  --width K             every layer's channels x K (default 1: 77,754 parameters;
+                        2: 308,074; 4: 1,226,442)
   --help                this text
 )";
 }
@@ -175,6 +182,11 @@ constexpr Flag kFlags[] = {
      }},
     {"--metrics", [](TrainOptions& o, std::string_view, std::string_view v) { o.metrics = v; }},
     {"--save", [](TrainOptions& o, std::string_view, std::string_view v) { o.save = v; }},
+    {"--trace", [](TrainOptions& o, std::string_view, std::string_view v) { o.trace = v; }},
+    {"--width",
+     [](TrainOptions& o, std::string_view f, std::string_view v) {
+       o.width = parse_number<std::int64_t>(f, v, 1);
+     }},
     {"--resume", [](TrainOptions& o, std::string_view, std::string_view v) { o.resume = v; }},
 };
 
@@ -235,6 +247,18 @@ std::int64_t per_rank_batch(const TrainOptions& o, int world_size) {
             "\nhint: give --batch-size (images per rank) or a --global-batch-size divisible by ",
             w);
   return global / w;
+}
+
+std::string trace_file_for_rank(const std::string& path, int rank, int world_size) {
+  if (world_size <= 1) return path;
+  // The extension is what follows the last '.' of the file name (not of a folder's name).
+  const std::size_t slash = path.find_last_of('/');
+  const std::size_t dot = path.find_last_of('.');
+  const bool has_extension =
+      dot != std::string::npos && (slash == std::string::npos || dot > slash + 1);
+  const std::string stem = has_extension ? path.substr(0, dot) : path;
+  const std::string extension = has_extension ? path.substr(dot) : "";
+  return detail::concat(stem, ".rank", rank, extension);
 }
 
 }  // namespace ddp::train

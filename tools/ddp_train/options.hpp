@@ -43,6 +43,9 @@ struct TrainOptions {
   double first_bucket_mb = 1.0;
   bool find_unused_parameters = false;
   bool print_buckets = false;       // rank 0 prints the bucket table at the start
+  // Chapter 07: seeing the overlap, and a network with more to communicate.
+  std::string trace;                // Chrome/Perfetto timeline (trace_file_for_rank); "" = off
+  std::int64_t width = 1;           // channels x K in every layer (nn::ResNetMnist)
   bool help = false;
 };
 
@@ -56,5 +59,10 @@ std::string usage();
 // above). Throws ddp::Error when the global batch does not split evenly, or when both
 // flags are given and disagree.
 std::int64_t per_rank_batch(const TrainOptions& options, int world_size);
+
+// Where rank `rank` of `world_size` writes --trace `path`: the path itself for one
+// process, else ".rankR" before the extension ("run.json" -> "run.rank1.json"; "run" ->
+// "run.rank1"), so that ranks sharing a folder do not overwrite each other's file.
+std::string trace_file_for_rank(const std::string& path, int rank, int world_size);
 
 }  // namespace ddp::train

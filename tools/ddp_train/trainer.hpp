@@ -31,6 +31,7 @@
 #include "nn/lr_schedule.hpp"
 #include "nn/resnet_mnist.hpp"
 #include "nn/sgd.hpp"
+#include "tensor/trace.hpp"
 #include "tools/ddp_train/options.hpp"
 
 namespace ddp::train {
@@ -44,6 +45,7 @@ struct EpochResult {
   std::int64_t test_total = 0;   // test images (2,000 bundled, 10,000 in full MNIST)
   double train_seconds = 0.0;    // the training loop alone, evaluation excluded
   double images_per_second = 0.0;
+  trace::Summary timeline;       // this rank's training loop, with --trace (Note [Overlap summary])
 };
 
 struct Evaluation {
@@ -95,6 +97,7 @@ class Trainer {
   void open_metrics();
   void load_checkpoint(const std::string& path);
   void write_metrics(const EpochResult& r);
+  void print_timeline(const EpochResult& r) const;  // rank 0, with --trace
 
   TrainOptions options_;
   LaunchEnv launch_;  // who started this process (discover_for_training)

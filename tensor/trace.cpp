@@ -1,0 +1,368 @@
+// ddp::trace (see trace.hpp): per-thread event buffers, the JSON writer and the overlap
+// summary. Chapter 07.
+//
+// The recorder is process-wide state, like PyTorch's profiler: the code that records
+// (a module deep in a network, a process group's communication thread) has no handle to
+// pass it. Each thread appends to its own buffer under its own mutex, so the main thread
+// and a communication thread never wait for each other; only summarize/write, a few
+// times per epoch, take every buffer's lock in turn.
+#include "tensor/trace.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <utility>
+
+#include "tensor/error.hpp"
+
+namespace ddp::trace {
+
+namespace {
+
+// ---- The recorder --------------------------------------------------------------------
+
+struct ThreadBuffer {
+  std::mutex mutex;
+  std::vector<Event> events;
+  std::uint32_t tid = 0;
+  std::string name;
+};
+
+struct Recorder {
+  std::atomic<std::uint64_t> session{0};               // incremented by every start()
+  std::atomic<std::int64_t> origin_ns{0};              // steady_clock at start()
+  std::mutex mutex;                                    // guards the fields below
+  std::vector<std::unique_ptr<ThreadBuffer>> buffers;  // never freed: threads hold pointers
+  int rank = 0;
+  std::int64_t start_unix_us = 0;  // system_clock at start(): ddp-trace-merge aligns ranks
+};
+
+Recorder& recorder() {
+  static Recorder r;
+  return r;
+}
+
+thread_local ThreadBuffer* tls_buffer = nullptr;
+
+ThreadBuffer& this_thread() {
+  if (tls_buffer == nullptr) {
+    Recorder& r = recorder();
+    std::lock_guard lock(r.mutex);
+    r.buffers.push_back(std::make_unique<ThreadBuffer>());
+    tls_buffer = r.buffers.back().get();
+    tls_buffer->tid = static_cast<std::uint32_t>(r.buffers.size());
+  }
+  return *tls_buffer;
+}
+
+std::int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+void record(Event event) {
+  ThreadBuffer& buffer = this_thread();
+  event.tid = buffer.tid;
+  std::lock_guard lock(buffer.mutex);
+  buffer.events.push_back(std::move(event));
+}
+
+}  // namespace
+
+std::int64_t now_ns() { return steady_ns() - recorder().origin_ns.load(std::memory_order_relaxed); }
+
+void start(int rank) {
+  Recorder& r = recorder();
+  ThreadBuffer& me = this_thread();
+  {
+    std::lock_guard lock(r.mutex);
+    for (auto& buffer : r.buffers) {
+      std::lock_guard buffer_lock(buffer->mutex);
+      buffer->events.clear();
+    }
+    if (me.name.empty()) me.name = "main";
+    r.rank = rank;
+    r.start_unix_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  }
+  r.origin_ns.store(steady_ns(), std::memory_order_relaxed);
+  r.session.fetch_add(1, std::memory_order_relaxed);
+  detail::trace_recording.store(true, std::memory_order_release);
+}
+
+void stop() { detail::trace_recording.store(false, std::memory_order_release); }
+
+void set_thread_name(std::string name) {
+  ThreadBuffer& buffer = this_thread();
+  std::lock_guard lock(buffer.mutex);
+  buffer.name = std::move(name);
+}
+
+// ---- Recording calls -------------------------------------------------------------------
+
+Span::Span(std::string_view category, std::string name) {
+  if (!enabled()) return;
+  session_ = recorder().session.load(std::memory_order_relaxed);
+  category_ = category;
+  name_ = std::move(name);
+  start_ns_ = now_ns();
+}
+
+Span::~Span() {
+  if (start_ns_ < 0 || !enabled() ||
+      session_ != recorder().session.load(std::memory_order_relaxed)) {
+    return;
+  }
+  // record() allocates; a destructor must not throw, and a lost span is no reason to stop.
+  try {
+    complete(category_, std::move(name_), start_ns_, now_ns());
+  } catch (...) {
+  }
+}
+
+void complete(std::string_view category, std::string name, std::int64_t start_ns,
+              std::int64_t end_ns) {
+  if (!enabled()) return;
+  record(Event{.phase = Phase::Complete,
+               .ts_ns = start_ns,
+               .dur_ns = std::max<std::int64_t>(0, end_ns - start_ns),
+               .category = std::string(category),
+               .name = std::move(name)});
+}
+
+namespace {
+
+// An instant or one end of an async interval, now, on this thread.
+void record_now(Phase phase, std::string_view category, std::string name, std::uint64_t id) {
+  if (!enabled()) return;
+  record(Event{.phase = phase,
+               .ts_ns = now_ns(),
+               .id = id,
+               .category = std::string(category),
+               .name = std::move(name)});
+}
+
+}  // namespace
+
+void instant(std::string_view category, std::string name) {
+  record_now(Phase::Instant, category, std::move(name), 0);
+}
+
+void async_begin(std::string_view category, std::string name, std::uint64_t id) {
+  record_now(Phase::AsyncBegin, category, std::move(name), id);
+}
+
+void async_end(std::string_view category, std::string name, std::uint64_t id) {
+  record_now(Phase::AsyncEnd, category, std::move(name), id);
+}
+
+// ---- Reading back ----------------------------------------------------------------------
+
+namespace {
+
+// Every thread's events that reach `since` or later (complete events that end there,
+// the others that happen there), ordered by time. summarize_since() copies one epoch,
+// not the whole run.
+std::vector<Event> collect(std::int64_t since) {
+  Recorder& r = recorder();
+  std::vector<Event> all;
+  {
+    std::lock_guard lock(r.mutex);
+    for (auto& buffer : r.buffers) {
+      std::lock_guard buffer_lock(buffer->mutex);
+      for (const Event& e : buffer->events) {
+        if (e.ts_ns + e.dur_ns >= since) all.push_back(e);
+      }
+    }
+  }
+  std::stable_sort(all.begin(), all.end(),
+                   [](const Event& a, const Event& b) { return a.ts_ns < b.ts_ns; });
+  return all;
+}
+
+}  // namespace
+
+std::vector<Event> events() { return collect(std::numeric_limits<std::int64_t>::min()); }
+
+namespace {
+
+// A string as a JSON string literal: quotes, backslashes and control characters escaped.
+std::string json_string(std::string_view text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\u%04x", static_cast<unsigned>(c));
+      out += escaped;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+// Chrome's format counts microseconds; three decimals keep the nanoseconds.
+std::string micros(std::int64_t ns) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3f", static_cast<double>(ns) / 1e3);
+  return text;
+}
+
+}  // namespace
+
+// One event per line, so that a reader (and a diff) can follow the file. The metadata
+// events ("M") name the process (rank R) and each thread; "otherData" keeps the rank and
+// the wall-clock time of start(), which ddp-trace-merge uses to put ranks on one axis.
+void write(const std::string& path) {
+  Recorder& r = recorder();
+  const std::vector<Event> all = events();
+  std::vector<std::pair<std::uint32_t, std::string>> threads;
+  int rank = 0;
+  std::int64_t start_unix_us = 0;
+  {
+    std::lock_guard lock(r.mutex);
+    rank = r.rank;
+    start_unix_us = r.start_unix_us;
+    for (auto& buffer : r.buffers) {
+      std::lock_guard buffer_lock(buffer->mutex);
+      threads.emplace_back(buffer->tid, buffer->name.empty()
+                                            ? detail::concat("thread ", buffer->tid)
+                                            : buffer->name);
+    }
+  }
+  std::ofstream out(path, std::ios::trunc);
+  DDP_CHECK(out.is_open(), "trace::write: cannot open ", path, " for writing");
+  const std::string pid = std::to_string(rank);
+  out << "{\"traceEvents\":[\n";
+  out << R"({"ph":"M","pid":)" << pid << R"(,"tid":0,"name":"process_name","args":{"name":)"
+      << json_string(detail::concat("rank ", rank)) << "}}";
+  for (const auto& [tid, name] : threads) {
+    out << ",\n"
+        << R"({"ph":"M","pid":)" << pid << R"(,"tid":)" << tid
+        << R"(,"name":"thread_name","args":{"name":)" << json_string(name) << "}}";
+  }
+  for (const Event& e : all) {
+    out << ",\n{\"ph\":\"" << static_cast<char>(e.phase) << "\",\"pid\":" << pid
+        << ",\"tid\":" << e.tid << ",\"ts\":" << micros(e.ts_ns);
+    if (e.phase == Phase::Complete) out << ",\"dur\":" << micros(e.dur_ns);
+    if (e.phase == Phase::Instant) out << ",\"s\":\"t\"";  // a mark on its thread's track
+    if (e.phase == Phase::AsyncBegin || e.phase == Phase::AsyncEnd) {
+      out << ",\"id\":\"0x" << std::hex << e.id << std::dec << '"';
+    }
+    out << ",\"cat\":" << json_string(e.category) << ",\"name\":" << json_string(e.name) << '}';
+  }
+  out << "\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":{\"rank\":" << pid
+      << ",\"start_unix_us\":" << start_unix_us << "}}\n";
+  out.close();
+  DDP_CHECK(out.good(), "trace::write: writing ", path, " failed (disk full?)");
+}
+
+// ---- Summary (Note [Overlap summary] in trace.hpp) -------------------------------------
+
+double Summary::overlap_percent() const {
+  if (communication_ms <= 0.0) return 0.0;
+  return std::clamp(100.0 * (1.0 - exposed_ms / communication_ms), 0.0, 100.0);
+}
+
+namespace {
+
+using Interval = std::pair<std::int64_t, std::int64_t>;  // [begin, end) in ns
+
+// Sorted, disjoint intervals covering exactly what `intervals` cover.
+std::vector<Interval> merge(std::vector<Interval> intervals) {
+  std::sort(intervals.begin(), intervals.end());
+  std::vector<Interval> out;
+  for (const Interval& i : intervals) {
+    if (i.second <= i.first) continue;
+    if (!out.empty() && i.first <= out.back().second) {
+      out.back().second = std::max(out.back().second, i.second);
+    } else {
+      out.push_back(i);
+    }
+  }
+  return out;
+}
+
+std::int64_t length(const std::vector<Interval>& disjoint) {
+  std::int64_t total = 0;
+  for (const auto& [begin, end] : disjoint) total += end - begin;
+  return total;
+}
+
+// Length of the intersection of two sorted disjoint lists (a merge walk).
+std::int64_t overlap_length(const std::vector<Interval>& a, const std::vector<Interval>& b) {
+  std::int64_t total = 0;
+  std::size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    const std::int64_t begin = std::max(a[i].first, b[j].first);
+    const std::int64_t end = std::min(a[i].second, b[j].second);
+    if (end > begin) total += end - begin;
+    (a[i].second < b[j].second) ? ++i : ++j;
+  }
+  return total;
+}
+
+bool is_compute(const std::string& category) {
+  return category == "forward" || category == "backward" || category == "optimizer";
+}
+
+double to_ms(std::int64_t ns) { return static_cast<double>(ns) / 1e6; }
+
+}  // namespace
+
+Summary summarize(const std::vector<Event>& events, std::int64_t from_ns, std::int64_t to_ns) {
+  std::vector<Interval> compute, comm, wait;
+  auto clip = [&](std::int64_t begin, std::int64_t end) {
+    return Interval{std::max(begin, from_ns), std::min(end, to_ns)};
+  };
+  // In time order, so that an async end finds its begin among the open ones.
+  std::vector<const Event*> ordered;
+  for (const Event& e : events) ordered.push_back(&e);
+  std::stable_sort(ordered.begin(), ordered.end(),
+                   [](const Event* a, const Event* b) { return a->ts_ns < b->ts_ns; });
+  // An async begin waits for the end with the same (name, id).
+  std::vector<const Event*> open;
+  for (const Event* e : ordered) {
+    if (e->phase == Phase::Complete) {
+      const Interval i = clip(e->ts_ns, e->ts_ns + e->dur_ns);
+      if (is_compute(e->category)) compute.push_back(i);
+      if (e->category == "comm") comm.push_back(i);
+      if (e->category == "wait") wait.push_back(i);
+    } else if (e->category == "comm" && e->phase == Phase::AsyncBegin) {
+      open.push_back(e);
+    } else if (e->category == "comm" && e->phase == Phase::AsyncEnd) {
+      auto it = std::find_if(open.begin(), open.end(),
+                             [&](const Event* b) { return b->id == e->id && b->name == e->name; });
+      if (it == open.end()) {
+        comm.push_back(clip(from_ns, e->ts_ns));  // begun before the events we were given
+      } else {
+        comm.push_back(clip((*it)->ts_ns, e->ts_ns));
+        open.erase(it);
+      }
+    }
+  }
+  for (const Event* b : open) comm.push_back(clip(b->ts_ns, to_ns));  // still in flight
+  const std::vector<Interval> compute_union = merge(std::move(compute));
+  const std::vector<Interval> wait_union = merge(std::move(wait));
+  Summary s;
+  s.compute_ms = to_ms(length(compute_union) - overlap_length(compute_union, wait_union));
+  s.communication_ms = to_ms(length(merge(std::move(comm))));
+  s.exposed_ms = to_ms(length(wait_union));
+  return s;
+}
+
+Mark mark() { return Mark{now_ns()}; }
+
+Summary summarize_since(Mark from) { return summarize(collect(from.ns), from.ns, now_ns()); }
+
+}  // namespace ddp::trace

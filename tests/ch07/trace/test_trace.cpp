@@ -1,0 +1,246 @@
+// Chapter 07, the trace recorder (tensor/trace.hpp): the overlap summary on hand-built
+// timelines against hand-computed unions, the same against a brute-force count of the
+// covered nanoseconds on random timelines, and the recorder itself: two threads
+// recording at once, spans that nest, the JSON file, nothing recorded when off.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tensor/error.hpp"
+#include "tensor/trace.hpp"
+
+namespace trace = ddp::trace;
+using trace::Event;
+using trace::Phase;
+
+namespace {
+
+constexpr std::int64_t kMs = 1'000'000;  // events count nanoseconds
+
+Event span(const char* category, std::int64_t begin_ms, std::int64_t end_ms) {
+  return Event{.phase = Phase::Complete,
+               .ts_ns = begin_ms * kMs,
+               .dur_ns = (end_ms - begin_ms) * kMs,
+               .category = category,
+               .name = category};
+}
+
+Event async(Phase phase, std::int64_t at_ms, std::uint64_t id, const char* name = "bucket") {
+  return Event{.phase = phase, .ts_ns = at_ms * kMs, .id = id, .category = "comm", .name = name};
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace
+
+TEST_CASE("the overlap summary of a hand-built step", "[ch07][trace]") {
+  // main:  forward [0,10] (a module [2,5] inside), backward [10,30] with a wait [25,30]
+  //        inside it, optimizer [30,35]
+  // comm:  a collective span [12,20]; bucket 0 in flight [15,28], bucket 1 [40,45]
+  const std::vector<Event> events = {
+      span("forward", 0, 10),
+      span("forward", 2, 5),
+      span("backward", 10, 30),
+      span("wait", 25, 30),
+      span("optimizer", 30, 35),
+      span("comm", 12, 20),
+      async(Phase::AsyncBegin, 15, 0),
+      async(Phase::AsyncEnd, 28, 0),
+      async(Phase::AsyncBegin, 40, 1),
+      async(Phase::AsyncEnd, 45, 1),
+      Event{.phase = Phase::Instant, .ts_ns = 16 * kMs, .category = "reducer", .name = "x"}};
+  SECTION("the whole step") {
+    const trace::Summary s = trace::summarize(events, 0, 50 * kMs);
+    CHECK(s.compute_ms == 30.0);        // [0,35] once, minus the wait [25,30]
+    CHECK(s.communication_ms == 21.0);  // [12,28] + [40,45]: the union, 16 + 5
+    CHECK(s.exposed_ms == 5.0);
+    CHECK(s.overlap_percent() == Approx(100.0 * (1.0 - 5.0 / 21.0)));
+  }
+  SECTION("clipped to [14, 42]") {
+    const trace::Summary s = trace::summarize(events, 14 * kMs, 42 * kMs);
+    CHECK(s.compute_ms == 16.0);        // [14,35] = 21, minus the wait 5
+    CHECK(s.communication_ms == 16.0);  // [14,28] + [40,42]
+    CHECK(s.exposed_ms == 5.0);
+  }
+  SECTION("an all-reduce still in flight, or begun before the events") {
+    // Bucket 1's end is missing: in flight up to the end of the interval [40,50]. An end
+    // without its begin (bucket 7): from the start of the interval.
+    std::vector<Event> cut(events.begin(), events.end() - 2);
+    cut.push_back(async(Phase::AsyncEnd, 3, 7));
+    const trace::Summary s = trace::summarize(cut, 0, 50 * kMs);
+    CHECK(s.communication_ms == 3.0 + 16.0 + 10.0);  // [0,3] + [12,28] + [40,50]
+  }
+  SECTION("begin and end match by id and name, in time order whatever the list order") {
+    std::vector<Event> two = {async(Phase::AsyncEnd, 9, 1, "b"), async(Phase::AsyncEnd, 4, 1, "a"),
+                              async(Phase::AsyncBegin, 0, 1, "a"),
+                              async(Phase::AsyncBegin, 6, 1, "b")};
+    CHECK(trace::summarize(two, 0, 20 * kMs).communication_ms == 7.0);  // [0,4] + [6,9]
+  }
+}
+
+TEST_CASE("the overlap percentage at its edges", "[ch07][trace]") {
+  CHECK(trace::Summary{10, 0, 0}.overlap_percent() == 0.0);    // no communication: none hidden
+  CHECK(trace::Summary{10, 4, 0}.overlap_percent() == 100.0);  // all hidden
+  CHECK(trace::Summary{10, 4, 4}.overlap_percent() == 0.0);    // all exposed
+  CHECK(trace::Summary{10, 4, 9}.overlap_percent() == 0.0);    // waited longer than it ran
+  CHECK(trace::Summary{10, 4, 1}.overlap_percent() == 75.0);
+}
+
+TEST_CASE("the summary equals a count of covered nanoseconds on random timelines",
+          "[ch07][trace]") {
+  // The reference marks every nanosecond of [0, 400) that each kind of interval covers:
+  // no sorting, no merging, nothing shared with summarize() but the definitions.
+  std::mt19937 rng(7);
+  for (int round = 0; round < 200; ++round) {
+    std::vector<Event> events;
+    std::vector<char> compute(400, 0), comm(400, 0), wait(400, 0);
+    const char* kinds[] = {"forward", "backward", "optimizer", "comm", "wait", "reducer"};
+    auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
+    auto cover = [](std::vector<char>& v, std::int64_t b, std::int64_t e) {
+      for (std::int64_t t = std::max<std::int64_t>(b, 0); t < std::min<std::int64_t>(e, 400); ++t) {
+        v[static_cast<std::size_t>(t)] = 1;
+      }
+    };
+    const std::int64_t from = pick(100), to = 300 + pick(100);
+    for (int i = 0; i < 12; ++i) {
+      const std::int64_t b = pick(400), e = b + pick(80);
+      const char* kind = kinds[pick(6)];
+      events.push_back(Event{
+          .phase = Phase::Complete, .ts_ns = b, .dur_ns = e - b, .category = kind, .name = kind});
+      if (std::string(kind) == "comm") cover(comm, std::max(b, from), std::min(e, to));
+      if (std::string(kind) == "wait") cover(wait, std::max(b, from), std::min(e, to));
+      if (std::string(kind) == "forward" || std::string(kind) == "backward" ||
+          std::string(kind) == "optimizer") {
+        cover(compute, std::max(b, from), std::min(e, to));
+      }
+    }
+    for (std::uint64_t id = 0; id < 3; ++id) {  // async all-reduces, one of them unfinished
+      const std::int64_t b = pick(400), e = b + pick(100);
+      events.push_back(Event{
+          .phase = Phase::AsyncBegin, .ts_ns = b, .id = id, .category = "comm", .name = "bucket"});
+      if (id < 2) {
+        events.push_back(Event{
+            .phase = Phase::AsyncEnd, .ts_ns = e, .id = id, .category = "comm", .name = "bucket"});
+      }
+      cover(comm, std::max(b, from), id < 2 ? std::min(e, to) : to);
+    }
+    std::int64_t want_compute = 0, want_comm = 0, want_wait = 0;
+    for (std::size_t t = 0; t < 400; ++t) {
+      want_compute += compute[t] && !wait[t];
+      want_comm += comm[t];
+      want_wait += wait[t];
+    }
+    const trace::Summary s = trace::summarize(events, from, to);
+    INFO("round " << round);
+    REQUIRE(s.compute_ms * 1e6 == Approx(static_cast<double>(want_compute)).margin(1e-6));
+    REQUIRE(s.communication_ms * 1e6 == Approx(static_cast<double>(want_comm)).margin(1e-6));
+    REQUIRE(s.exposed_ms * 1e6 == Approx(static_cast<double>(want_wait)).margin(1e-6));
+  }
+}
+
+TEST_CASE("the recorder: two threads at once, nesting, the file", "[ch07][trace]") {
+  trace::stop();
+  { trace::Span off("forward", "not recorded"); }
+  trace::instant("reducer", "not recorded either");
+  trace::start(3);
+  REQUIRE(trace::enabled());
+  CHECK(trace::events().empty());  // off: nothing was kept
+
+  std::thread comm([] {
+    trace::set_thread_name("tcp communication");
+    for (int i = 0; i < 1000; ++i) trace::Span s("comm", "all_reduce");
+  });
+  {
+    trace::Span outer("backward", "backward");
+    for (int i = 0; i < 1000; ++i) {
+      trace::Span inner("backward", "block \"1\"");  // a quote, escaped in the file
+      trace::async_begin("comm", "bucket", static_cast<std::uint64_t>(i));
+      trace::async_end("comm", "bucket", static_cast<std::uint64_t>(i));
+    }
+    trace::instant("reducer", "bucket 0 ready");
+  }
+  comm.join();
+  trace::stop();
+
+  const std::vector<Event> all = trace::events();
+  REQUIRE(all.size() == 1000 + 1 + 1000 * 3 + 1);
+  CHECK(std::is_sorted(all.begin(), all.end(),
+                       [](const Event& a, const Event& b) { return a.ts_ns < b.ts_ns; }));
+  // Every inner span lies within the outer one, on the same thread.
+  const auto outer =
+      std::find_if(all.begin(), all.end(), [](const Event& e) { return e.name == "backward"; });
+  REQUIRE(outer != all.end());
+  std::uint32_t comm_tid = 0;
+  for (const Event& e : all) {
+    if (e.name == "block \"1\"") {
+      CHECK(e.tid == outer->tid);
+      CHECK(e.ts_ns >= outer->ts_ns);
+      CHECK(e.ts_ns + e.dur_ns <= outer->ts_ns + outer->dur_ns);
+    }
+    if (e.name == "all_reduce") comm_tid = e.tid;
+  }
+  CHECK(comm_tid != 0);
+  CHECK(comm_tid != outer->tid);
+
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "ddp_ch07_trace_test.json").string();
+  trace::write(path);
+  const std::string text = read_text(path);
+  std::filesystem::remove(path);
+  CHECK(text.starts_with("{\"traceEvents\":[\n"));
+  CHECK_THAT(text, Catch::Contains(R"("name":"process_name","args":{"name":"rank 3"})"));
+  CHECK_THAT(text, Catch::Contains(R"("args":{"name":"tcp communication"})"));
+  CHECK_THAT(text, Catch::Contains(R"("args":{"name":"main"})"));
+  CHECK_THAT(text, Catch::Contains(R"("cat":"backward","name":"block \"1\""})"));
+  CHECK_THAT(text, Catch::Contains(R"({"ph":"b","pid":3,)"));
+  CHECK_THAT(text, Catch::Contains(R"("otherData":{"rank":3,"start_unix_us":)"));
+  // One event per line: metadata (process + 2 threads) and the events.
+  CHECK(std::count(text.begin(), text.end(), '\n') == 3 + 3 + static_cast<long>(all.size()) + 1);
+
+  CHECK_THROWS_WITH(trace::write("/nonexistent-folder/x.json"),
+                    Catch::Contains("/nonexistent-folder/x.json"));
+}
+
+TEST_CASE("a span begun before start() is not recorded after it", "[ch07][trace]") {
+  trace::start(0);
+  {
+    trace::Span old("forward", "from the previous recording");
+    trace::start(0);  // starts afresh: times count from here
+  }
+  trace::stop();
+  CHECK(trace::events().empty());
+}
+
+TEST_CASE("summarize_since measures what was recorded since the mark", "[ch07][trace]") {
+  trace::start(0);
+  { trace::Span before("forward", "before the mark"); }
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const trace::Mark mark = trace::mark();
+  {
+    trace::Span compute("backward", "backward");
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    trace::Span wait("wait", "Work::wait");
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const trace::Summary s = trace::summarize_since(mark);
+  trace::stop();
+  // Sleeps last at least as long as asked; the 5 ms before the mark must not count.
+  CHECK(s.compute_ms >= 20.0);
+  CHECK(s.exposed_ms >= 10.0);
+  CHECK(s.compute_ms < 20.0 + 1000.0);  // bounded, not the whole recording
+  CHECK(s.communication_ms == 0.0);
+}
