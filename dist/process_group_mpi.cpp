@@ -25,6 +25,7 @@
 #include "dist/deadline.hpp"
 #include "dist/launch_env.hpp"  // host_name
 #include "tensor/error.hpp"
+#include "tensor/trace.hpp"
 
 // Note [Why a communication thread]
 // MPI's nonblocking collectives only move data while some thread is inside an MPI call:
@@ -222,6 +223,7 @@ struct MpiOp {
   Tensor send;
   Tensor recv;
   detail::ComputeMark ready;
+  std::int64_t started_ns = 0;  // for the trace (tensor/trace.hpp), when it is recording
   // Issues the nonblocking MPI call on send/recv (on the communication thread).
   std::function<void(MpiOp&, MPI_Comm)> start;
   MPI_Request request = MPI_REQUEST_NULL;
@@ -411,6 +413,7 @@ class ProcessGroupMpi final : public ProcessGroup {
 // Starts queued collectives in order and polls those in flight (Note [Why a
 // communication thread]) until stop_ is set and nothing is left.
 void ProcessGroupMpi::run() {
+  trace::set_thread_name("mpi communication");
   std::vector<std::unique_ptr<MpiOp>> in_flight;
   Clock::time_point spin_until = Clock::now();  // Note [Polling MPI]
   for (;;) {
@@ -423,6 +426,7 @@ void ProcessGroupMpi::run() {
     }
     for (auto& job : fresh) {
       try {
+        if (trace::enabled()) job->started_ns = trace::now_ns();
         start(*job);
         spin_until = std::max(spin_until, Clock::now()) + job->spin;
         in_flight.push_back(std::move(job));
@@ -438,6 +442,9 @@ void ProcessGroupMpi::run() {
         int done = 0;
         DDP_CHECK_MPI(MPI_Test(&job->request, &done, MPI_STATUS_IGNORE));
         if (done) {
+          if (trace::enabled()) {  // a span on this thread's track: from start to done
+            trace::complete("comm", job->work->description(), job->started_ns, trace::now_ns());
+          }
           complete(*job);
           spin_until = std::max(spin_until, now + kSpinTime);
           return true;

@@ -15,6 +15,7 @@
 #include "dist/socket.hpp"      // resolve_ipv4
 #include "dist/tcp_store.hpp"
 #include "tensor/error.hpp"
+#include "tensor/trace.hpp"
 
 namespace ddp {
 
@@ -177,6 +178,7 @@ std::shared_ptr<Work> ProcessGroupTcp::enqueue(std::string description,
 }
 
 void ProcessGroupTcp::communication_loop() {
+  trace::set_thread_name("tcp communication");
   for (;;) {
     Task task;
     {
@@ -192,6 +194,8 @@ void ProcessGroupTcp::communication_loop() {
     try {
       DDP_CHECK(broken_.empty(), who(), ": ", current_, " refused: this process group failed "
                 "earlier and cannot be used again:\n", broken_);
+      std::optional<trace::Span> span;  // the collective on this thread's track
+      if (trace::enabled()) span.emplace("comm", task.description);
       task.run();
       task.work->finish();
     } catch (const std::exception& e) {

@@ -6,6 +6,7 @@
 #include "dist/parallel/reducer.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <sstream>
 #include <unordered_set>
 
@@ -13,6 +14,7 @@
 #include "autograd/grad_mode.hpp"
 #include "dist/parallel/replica_check.hpp"
 #include "tensor/error.hpp"
+#include "tensor/trace.hpp"
 
 namespace ddp {
 
@@ -232,6 +234,8 @@ void Reducer::mark_ready(std::size_t parameter) {
 void Reducer::launch_ready_buckets() {
   while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].pending == 0) {
     Bucket& bucket = buckets_[next_bucket_];
+    if (trace::enabled())
+      trace::instant("reducer", detail::concat("bucket ", next_bucket_, ": launch"));
     bucket.work = hook_.launch(group_, bucket.flat);
     ++next_bucket_;
   }
@@ -271,8 +275,13 @@ void Reducer::finish_backward() {
   }
   // block_stream: on NCCL the GPU's compute stream waits for each bucket (the host goes on
   // queueing the optimizer's kernels); on tcp and mpi the host waits (Work::block_stream).
-  for (Bucket& bucket : buckets_) {
-    bucket.work->block_stream(options_.timeout);
+  for (std::size_t b = 0; b < buckets_.size(); ++b) {
+    Bucket& bucket = buckets_[b];
+    {
+      std::optional<trace::Span> wait;  // the exposed communication, if any
+      if (trace::enabled()) wait.emplace("wait", detail::concat("wait for bucket ", b));
+      bucket.work->block_stream(options_.timeout);
+    }
     bucket.work = nullptr;
     hook_.finish(group_, bucket.flat);
   }
