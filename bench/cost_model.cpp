@@ -25,6 +25,8 @@
 namespace {
 
 using namespace ddp;
+using bench::parse_decimal;
+using bench::parse_decimal_list;
 
 // ---- Flags -----------------------------------------------------------------------------
 
@@ -40,31 +42,6 @@ struct Options {
   double first_cap_mib = 1;  // PyTorch's first bucket (dist._DEFAULT_FIRST_BUCKET_BYTES)
   bool headline = false;
 };
-
-// "--backward-ms", "62.5" -> 62.5: a plain decimal (digits, at most one '.'), > 0, or
-// >= 0 with allow_zero.
-double parse_decimal(std::string_view flag, std::string_view text, bool allow_zero = false) {
-  double value = -1;
-  const char* end = text.data() + text.size();
-  const bool digit_first = !text.empty() && text.front() >= '0' && text.front() <= '9';
-  const auto [ptr, ec] = std::from_chars(text.data(), end, value, std::chars_format::fixed);
-  DDP_CHECK(
-      digit_first && ec == std::errc() && ptr == end && (value > 0 || (allow_zero && value == 0)),
-      flag, " expects a number ", allow_zero ? ">= 0" : "> 0", ", got '", text, "'");
-  return value;
-}
-
-// "0.25,1,5" -> {0.25, 1, 5}, each > 0.
-std::vector<double> parse_decimal_list(std::string_view flag, std::string_view text) {
-  std::vector<double> values;
-  std::size_t start = 0;
-  while (start <= text.size()) {
-    const std::size_t comma = std::min(text.find(',', start), text.size());
-    values.push_back(parse_decimal(flag, text.substr(start, comma - start)));
-    start = comma + 1;
-  }
-  return values;
-}
 
 Options parse(int argc, char** argv) {
   Options o;

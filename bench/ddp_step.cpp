@@ -1,21 +1,29 @@
-// bench_ddp_step: one data-parallel training step of the ResNet, chapter 06's DDP, timed
-// the way bench/torch/bench_ddp.py times PyTorch's DDP over Gloo, so the two can be put
-// side by side (bench/ddp.sh runs both in one session and prints the ratio).
+// bench_ddp_step: one data-parallel training step of the ResNet, timed the way
+// bench/torch/bench_ddp.py times PyTorch's DDP over Gloo, so the two can be put side by
+// side (bench/ddp.sh runs both in one session and prints the ratio). Chapters 06 and 07.
 //
 //   ddprun --nproc-per-node 2 build/release/bin/bench_ddp_step [--steps 50] [--warmup 10]
+//          [--width K] [--caps 0.25,1,25] [--all]
 //
 // Every rank: 1 thread (as bench_ddp.py), local batch = 128 / world size, the same seeded
-// model, random training images. Modes, interleaved round-robin so that slow drifts of a
-// shared machine hit all alike; before each step the ranks meet in a barrier (untimed),
-// and a step's time is the maximum over the ranks:
-//   flat           DDP step: forward (buffers broadcast), backward, one all-reduce, SGD
-//   per-parameter  the same with one all-reduce per parameter (GradientSync)
-//   no-sync        no gradient averaging: what the step costs without communication
-//   flat-nobuf     flat without broadcast_buffers
-// Prints one line per mode, "min / median ms" (and the time spent in average_gradients,
-// max over ranks), then what communication adds: flat minus no-sync.
+// model (ResNetMnist, channels x --width), random training images. Modes, interleaved
+// round-robin so that slow drifts of a shared machine hit all alike; before each step the
+// ranks meet in a barrier (untimed), and a step's time is the maximum over the ranks:
+//   bucketed C     chapter 07's Reducer with buckets of C MiB (first bucket min(C, 1)),
+//                  one mode per --caps value (default 25, PyTorch's)
+//   flat           chapter 06's DDP: backward, then one all-reduce of all gradients
+//   no-sync        no gradient averaging (DDP's no_sync): the step without communication
+//   per-parameter, flat-nobuf   (--all) chapter 06's other variants
+// Prints one line per mode, "min / median ms", then what communication adds to each
+// (mode minus no-sync), the exposed share of the bucketed modes against flat's (flat
+// exposes all of it), and the cost model's prediction (dist/parallel/cost_model.hpp) for
+// each cap from the no-sync step's measured forward / backward / optimizer times and the
+// link: DDP_TCP_LINK's when set, else one measured here (a 4 KiB and an 8 MiB all-reduce).
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +32,7 @@
 #include "bench/timing.hpp"
 #include "data/mnist.hpp"
 #include "dist/init.hpp"
+#include "dist/parallel/cost_model.hpp"
 #include "dist/parallel/distributed_data_parallel.hpp"
 #include "nn/resnet_mnist.hpp"
 #include "nn/sgd.hpp"
@@ -40,11 +49,12 @@ constexpr std::int64_t kGlobalBatch = 128;
 struct Mode {
   std::string name;
   bool sync = true;
-  DDPOptions options;
-  std::shared_ptr<nn::ResNetMnist> model;
-  std::unique_ptr<DistributedDataParallel> ddp;
-  std::unique_ptr<nn::SGD> sgd;
-  std::vector<double> step_s, comm_s;
+  double cap_mib = 0;  // bucketed modes
+  DDPOptions options = {};
+  std::shared_ptr<nn::ResNetMnist> model = {};
+  std::unique_ptr<DistributedDataParallel> ddp = {};
+  std::unique_ptr<nn::SGD> sgd = {};
+  std::vector<double> step_s = {}, forward_s = {}, backward_s = {}, optimizer_s = {};
 };
 
 // The slowest rank's value of each entry (the step is as slow as its slowest rank).
@@ -57,19 +67,62 @@ std::vector<double> max_over_ranks(ProcessGroup& group, const std::vector<double
   return {out.begin(), out.end()};
 }
 
+// The median time of an all-reduce of `bytes` (max over ranks), after a warm-up.
+double all_reduce_seconds(ProcessGroup& group, std::int64_t bytes) {
+  Tensor t = zeros({bytes / 4});
+  std::vector<double> times;
+  for (int i = 0; i < 12; ++i) {
+    group.barrier()->wait();
+    const double start = now_seconds();
+    group.all_reduce(t)->wait();
+    if (i >= 2) times.push_back(now_seconds() - start);
+  }
+  return bench::summarize(max_over_ranks(group, times)).median_s;
+}
+
+// The link the cost model assumes: DDP_TCP_LINK's (the tcp backend emulates it) or one
+// measured: a ring all-reduce of S bytes takes 2(W-1) steps of latency plus
+// 2(W-1)/W * S / bandwidth, so a tiny one gives the latency and a large one the bandwidth.
+RingLink link_for_model(ProcessGroup& group) {
+  const char* emulated = std::getenv("DDP_TCP_LINK");
+  if (emulated != nullptr && *emulated != 0) return parse_ring_link(emulated, "DDP_TCP_LINK");
+  const int w = group.size();
+  const double small = all_reduce_seconds(group, 4096);
+  const std::int64_t large_bytes = 8 * kMiB;
+  const double large = all_reduce_seconds(group, large_bytes);
+  RingLink link;
+  link.latency_s = small / (2.0 * (w - 1));
+  link.bandwidth_bytes_per_s =
+      2.0 * (w - 1) / w * static_cast<double>(large_bytes) / std::max(large - small, 1e-9);
+  return link;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   try {
-    int steps = 50, warmup = 10;
-    for (int i = 1; i + 1 < argc; i += 2) {
+    int steps = 50, warmup = 10, width = 1;
+    bool all = false;
+    std::vector<double> caps{25.0};
+    for (int i = 1; i < argc; ++i) {
       const std::string flag = argv[i];
+      if (flag == "--all") {
+        all = true;
+        continue;
+      }
+      DDP_CHECK(i + 1 < argc, "bench_ddp_step: ", flag, " needs a value");
+      const std::string value = argv[++i];
       if (flag == "--steps") {
-        steps = bench::parse_int(flag, argv[i + 1], 1);
+        steps = bench::parse_int(flag, value, 1);
       } else if (flag == "--warmup") {
-        warmup = bench::parse_int(flag, argv[i + 1], 0);
+        warmup = bench::parse_int(flag, value, 0);
+      } else if (flag == "--width") {
+        width = bench::parse_int(flag, value, 1);
+      } else if (flag == "--caps") {
+        caps = bench::parse_decimal_list(flag, value);
       } else {
-        DDP_FAIL("bench_ddp_step: unknown flag ", flag, " (--steps N, --warmup N)");
+        DDP_FAIL("bench_ddp_step: unknown flag ", flag,
+                 " (--steps N, --warmup N, --width K, --caps MIB,..., --all)");
       }
     }
     set_num_threads(1);
@@ -78,17 +131,26 @@ int main(int argc, char** argv) {
     const std::int64_t local_batch = kGlobalBatch / world;
     const MnistDataset train(MnistSplit::Train, default_mnist_folder());
 
-    std::vector<Mode> modes(4);
-    modes[0].name = "flat";
-    modes[1].name = "per-parameter";
-    modes[1].options.gradient_sync = GradientSync::PerParameter;
-    modes[2].name = "no-sync";
-    modes[2].sync = false;
-    modes[3].name = "flat-nobuf";
-    modes[3].options.broadcast_buffers = false;
+    std::vector<Mode> modes;
+    for (const double cap : caps) {
+      Mode m{.name = detail::concat("bucketed ", cap), .cap_mib = cap};
+      m.options.reducer.bucket_cap_bytes = static_cast<std::int64_t>(cap * kMiB);
+      m.options.reducer.first_bucket_bytes = std::min(m.options.reducer.bucket_cap_bytes, kMiB);
+      modes.push_back(std::move(m));
+    }
+    modes.push_back(Mode{.name = "flat"});
+    modes.back().options.gradient_sync = GradientSync::Flat;
+    modes.push_back(Mode{.name = "no-sync", .sync = false});
+    if (all) {
+      modes.push_back(Mode{.name = "per-parameter"});
+      modes.back().options.gradient_sync = GradientSync::PerParameter;
+      modes.push_back(Mode{.name = "flat-nobuf"});
+      modes.back().options.gradient_sync = GradientSync::Flat;
+      modes.back().options.broadcast_buffers = false;
+    }
     for (Mode& m : modes) {
       Generator gen(0);
-      m.model = std::make_shared<nn::ResNetMnist>(gen);
+      m.model = std::make_shared<nn::ResNetMnist>(gen, width);
       m.ddp = std::make_unique<DistributedDataParallel>(m.model, *group, m.options);
       m.sgd = std::make_unique<nn::SGD>(
           m.model->parameters(), nn::SGDOptions{.lr = 0.1, .momentum = 0.9, .weight_decay = 5e-4});
@@ -103,42 +165,80 @@ int main(int argc, char** argv) {
         group->barrier()->wait();
         const double start = now_seconds();
         m.sgd->zero_grad();
-        cross_entropy((*m.ddp)(Variable(batch.images)), batch.labels).backward();
-        const double comm_start = now_seconds();
-        if (m.sync) m.ddp->average_gradients();
-        const double comm = now_seconds() - comm_start;
+        std::optional<DistributedDataParallel::NoSyncGuard> local;
+        if (!m.sync) local.emplace(*m.ddp);
+        Variable loss = cross_entropy((*m.ddp)(Variable(batch.images)), batch.labels);
+        const double forward_end = now_seconds();
+        loss.backward();                         // the Reducer averages in here
+        if (m.sync) m.ddp->average_gradients();  // the flat and per-parameter ones, here
+        const double backward_end = now_seconds();
         m.sgd->step();
         if (i >= warmup) {
-          m.step_s.push_back(now_seconds() - start);
-          m.comm_s.push_back(comm);
+          const double end = now_seconds();
+          m.step_s.push_back(end - start);
+          m.forward_s.push_back(forward_end - start);
+          m.backward_s.push_back(backward_end - forward_end);
+          m.optimizer_s.push_back(end - backward_end);
         }
       }
     }
+    const RingLink link = link_for_model(*group);
+    std::int64_t gradient_bytes = 0;
+    for (const Variable& p : modes[0].model->parameters()) gradient_bytes += p.numel() * 4;
     if (rank == 0) {
       std::printf(
-          "bench_ddp_step: %d ranks (%s), 1 thread each, batch %lld per rank = %lld, "
-          "%d steps after %d warm-up\n",
-          world, group->backend_name().c_str(), static_cast<long long>(local_batch),
-          static_cast<long long>(kGlobalBatch), steps, warmup);
+          "bench_ddp_step: %d ranks (%s), 1 thread each, width %d (%lld bytes of gradients), "
+          "batch %lld per rank = %lld, %d steps after %d warm-up; link for the model: %s%s\n",
+          world, group->backend_name().c_str(), width, static_cast<long long>(gradient_bytes),
+          static_cast<long long>(local_batch), static_cast<long long>(kGlobalBatch), steps, warmup,
+          to_string(link).c_str(),
+          std::getenv("DDP_TCP_LINK") != nullptr ? " (DDP_TCP_LINK, emulated)" : " (measured)");
     }
-    std::vector<bench::Timing> steps_of(modes.size());
+    std::vector<bench::Timing> step(modes.size());
     for (std::size_t k = 0; k < modes.size(); ++k) {
-      Mode& m = modes[k];
-      steps_of[k] = bench::summarize(max_over_ranks(*group, m.step_s));
-      const auto comm = bench::summarize(max_over_ranks(*group, m.comm_s));
-      if (rank != 0) continue;
-      std::printf("np=%d %-13s: step min %.1f ms, median %.1f ms", world, m.name.c_str(),
-                  steps_of[k].min_s * 1e3, steps_of[k].median_s * 1e3);
-      if (m.sync) std::printf("; in average_gradients %.2f ms (median)", comm.median_s * 1e3);
-      std::printf("\n");
+      step[k] = bench::summarize(max_over_ranks(*group, modes[k].step_s));
+      if (rank == 0) {
+        std::printf("np=%d %-13s: step min %.1f ms, median %.1f ms\n", world, modes[k].name.c_str(),
+                    step[k].min_s * 1e3, step[k].median_s * 1e3);
+      }
     }
-    // What communication adds to a step: the DDP step minus the step without it. The time
-    // inside average_gradients is larger: it includes waiting for the slowest rank to
-    // finish its backward (the ranks' compute times differ from step to step).
+    // What communication adds, measured (mode - no-sync) and predicted by the cost model
+    // from the no-sync step's parts.
+    const std::size_t flat = caps.size(), none = caps.size() + 1;
+    const Mode& local = modes[none];
+    const StepTimes times{bench::summarize(local.forward_s).median_s,
+                          bench::summarize(local.backward_s).median_s,
+                          bench::summarize(local.optimizer_s).median_s};
+    const double all_exposed = step[flat].median_s - step[none].median_s;
     if (rank == 0) {
-      const double added = steps_of[0].median_s - steps_of[2].median_s;
-      std::printf("np=%d communication: flat - no-sync = %.1f ms of the median step (%.1f%%)\n",
-                  world, added * 1e3, 100.0 * added / steps_of[0].median_s);
+      std::printf(
+          "np=%d no-sync parts (median): forward %.1f ms, backward %.1f ms, optimizer "
+          "%.1f ms; flat - no-sync = %.1f ms (all of it exposed)\n",
+          world, times.forward_s * 1e3, times.backward_s * 1e3, times.optimizer_s * 1e3,
+          all_exposed * 1e3);
+    }
+    for (std::size_t k = 0; k < caps.size(); ++k) {
+      const Mode& m = modes[k];
+      std::vector<std::int64_t> sizes;
+      for (const auto& bucket : m.ddp->reducer().bucket_assignment()) {
+        std::int64_t bytes = 0;
+        for (const std::size_t i : bucket) bytes += m.model->parameters()[i].numel() * 4;
+        sizes.push_back(bytes);
+      }
+      const StepPrediction p =
+          predict_step(times, ready_at_uniform_rate(sizes, times.backward_s), world, link);
+      const StepPrediction naive = predict_step(
+          times, ready_at_uniform_rate(std::vector<std::int64_t>{gradient_bytes}, times.backward_s),
+          world, link);
+      const double exposed = step[k].median_s - step[none].median_s;
+      if (rank == 0) {
+        std::printf(
+            "np=%d %-13s: %zu buckets; measured %.1f ms, exposed %.1f ms = %.0f%% of "
+            "flat's; model %.1f ms, exposed %.1f ms (flat: model %.1f ms)\n",
+            world, m.name.c_str(), sizes.size(), step[k].median_s * 1e3, exposed * 1e3,
+            100.0 * exposed / std::max(all_exposed, 1e-9), p.step_s * 1e3, p.exposed_comm_s * 1e3,
+            naive.naive_step_s * 1e3);
+      }
     }
     group->barrier()->wait();
     return 0;
