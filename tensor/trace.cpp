@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <utility>
@@ -364,5 +365,92 @@ Summary summarize(const std::vector<Event>& events, std::int64_t from_ns, std::i
 Mark mark() { return Mark{now_ns()}; }
 
 Summary summarize_since(Mark from) { return summarize(collect(from.ns), from.ns, now_ns()); }
+
+// ---- A timeline in text ---------------------------------------------------------------
+
+namespace {
+
+// The letter a span's category is drawn with; 0 for categories not drawn.
+char letter_of(const std::string& category) {
+  if (category == "forward") return 'F';
+  if (category == "backward") return 'B';
+  if (category == "optimizer") return 'O';
+  if (category == "wait") return 'w';
+  if (category == "comm") return '=';
+  return 0;
+}
+
+}  // namespace
+
+std::string render_text(const std::vector<Event>& events, std::int64_t from_ns, std::int64_t to_ns,
+                        int columns) {
+  DDP_CHECK(to_ns > from_ns && columns > 0, "trace::render_text: empty interval [", from_ns, ", ",
+            to_ns, "] or no columns");
+  const double per_column = static_cast<double>(to_ns - from_ns) / columns;
+  // Per thread and column, how long each letter covered it; a wait inside a backward
+  // span is drawn as the wait (the more specific span wins over its parent).
+  struct Row {
+    std::map<char, std::vector<double>> cover;
+    std::string launches;
+  };
+  std::map<std::uint32_t, Row> rows;
+  for (const Event& e : events) {
+    if (e.phase == Phase::Instant && e.category == "reducer") {
+      Row& row = rows[e.tid];
+      if (row.launches.empty()) row.launches.assign(columns, ' ');
+      // "bucket 12: launch" -> '2': the last digit of the bucket's number.
+      const auto c = static_cast<int>(static_cast<double>(e.ts_ns - from_ns) / per_column);
+      const std::size_t colon = e.name.find(':');
+      if (c >= 0 && c < columns && colon != std::string::npos && colon > 0) {
+        row.launches[c] = e.name[colon - 1];
+      }
+      continue;
+    }
+    const char letter = letter_of(e.category);
+    if (e.phase != Phase::Complete || letter == 0) continue;
+    std::vector<double>& cover = rows[e.tid].cover[letter];
+    cover.resize(columns, 0.0);
+    const double begin = static_cast<double>(std::max(e.ts_ns, from_ns) - from_ns);
+    const double end = static_cast<double>(std::min(e.ts_ns + e.dur_ns, to_ns) - from_ns);
+    for (int c = static_cast<int>(begin / per_column); c < columns && c * per_column < end; ++c) {
+      const double lo = std::max(begin, c * per_column), hi = std::min(end, (c + 1) * per_column);
+      if (hi > lo) cover[c] += hi - lo;
+    }
+  }
+  std::map<std::uint32_t, std::string> names;
+  {
+    Recorder& r = recorder();
+    std::lock_guard lock(r.mutex);
+    for (const auto& buffer : r.buffers) {
+      std::lock_guard buffer_lock(buffer->mutex);
+      names[buffer->tid] = buffer->name;
+    }
+  }
+  std::string out;
+  for (const auto& [tid, row] : rows) {
+    if (row.cover.empty()) continue;
+    std::string line(columns, '.');
+    for (int c = 0; c < columns; ++c) {
+      double best = 0.05 * per_column;                       // less than 5 % of a column: nothing
+      for (const char letter : {'w', 'O', 'F', 'B', '='}) {  // most specific first
+        const auto it = row.cover.find(letter);
+        if (it == row.cover.end()) continue;
+        // A wait inside a backward span counts for the wait.
+        const auto wait = row.cover.find('w');
+        const double t =
+            it->second[c] - (letter == 'B' && wait != row.cover.end() ? wait->second[c] : 0.0);
+        if (t > best) {
+          best = t;
+          line[c] = letter;
+        }
+      }
+    }
+    const std::string name = names.count(tid) ? names[tid] : detail::concat("thread ", tid);
+    const std::string label = name.substr(0, 18);
+    out += label + std::string(20 - label.size(), ' ') + line + "\n";
+    if (!row.launches.empty()) out += "  bucket launches   " + row.launches + "\n";
+  }
+  return out;
+}
 
 }  // namespace ddp::trace

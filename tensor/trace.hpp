@@ -125,4 +125,16 @@ Summary summarize_since(Mark from);
 // The same computation on any list of events, over [from_ns, to_ns].
 Summary summarize(const std::vector<Event>& events, std::int64_t from_ns, std::int64_t to_ns);
 
+// ---- A timeline in text -----------------------------------------------------------------
+// [from_ns, to_ns] drawn in `columns` characters, one row per thread that recorded a
+// compute, wait or comm span there ("main", "tcp communication"):
+//   main               FFFFFFFFBBBBBBBBBBBBBBBBBBBBBBwwwO
+//   tcp communication  ..........=====.....======.=====..
+// A column shows what covered most of its time: F forward, B backward, O optimizer,
+// w waiting for communication, = a collective; '.' nothing. Instants of the "reducer"
+// category ("bucket 0: launch") are marked with their bucket number on a row of their
+// own under the main row. For pages and terminals; Perfetto shows the rest.
+std::string render_text(const std::vector<Event>& events, std::int64_t from_ns, std::int64_t to_ns,
+                        int columns = 72);
+
 }  // namespace ddp::trace

@@ -1,9 +1,12 @@
 // DistributedDataParallel (see distributed_data_parallel.hpp). Chapter 06.
 #include "dist/parallel/distributed_data_parallel.hpp"
 
+#include <optional>
+
 #include "autograd/grad_mode.hpp"
 #include "dist/parallel/replica_check.hpp"
 #include "tensor/error.hpp"
+#include "tensor/trace.hpp"
 
 namespace ddp {
 
@@ -140,7 +143,11 @@ void DistributedDataParallel::average_each_parameter(const std::vector<Tensor>& 
   std::vector<std::shared_ptr<Work>> pending;
   pending.reserve(grads.size());
   for (Tensor g : grads) pending.push_back(group_.all_reduce(g, ReduceOp::Sum));
-  for (const auto& work : pending) work->wait(options_.timeout);
+  {
+    std::optional<trace::Span> wait;  // chapter 07's timeline: all of it exposed
+    if (trace::enabled()) wait.emplace("wait", "wait for the all-reduces");
+    for (const auto& work : pending) work->wait(options_.timeout);
+  }
   const float inverse_world = 1.0f / static_cast<float>(group_.size());
   for (Tensor g : grads) g.mul_(inverse_world);
 }
@@ -158,7 +165,11 @@ void DistributedDataParallel::average_flattened(const std::vector<Tensor>& grads
     flat.narrow(0, offset, g.numel()).view(g.shape()).copy_(g);
     offset += g.numel();
   }
-  group_.all_reduce(flat, ReduceOp::Sum)->wait(options_.timeout);
+  {
+    std::optional<trace::Span> wait;  // chapter 07's timeline: all of it exposed
+    if (trace::enabled()) wait.emplace("wait", "wait for the all-reduce");
+    group_.all_reduce(flat, ReduceOp::Sum)->wait(options_.timeout);
+  }
   flat.mul_(1.0f / static_cast<float>(group_.size()));
   offset = 0;
   for (Tensor g : grads) {
