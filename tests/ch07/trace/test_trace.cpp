@@ -244,3 +244,25 @@ TEST_CASE("summarize_since measures what was recorded since the mark", "[ch07][t
   CHECK(s.compute_ms < 20.0 + 1000.0);  // bounded, not the whole recording
   CHECK(s.communication_ms == 0.0);
 }
+
+TEST_CASE("the text timeline draws each column's main occupant", "[ch07][trace]") {
+  // A main thread (tid 900): forward 0-4 ms, backward 4-16 with a wait 14-16 inside it,
+  // optimizer 16-20. Thread 901: an all-reduce 10-18. Bucket 0 launched at 10 ms. 20
+  // columns of 1 ms each. (Rows are named after this process's threads; 900 and 901 are
+  // none of them.)
+  std::vector<Event> events{span("forward", 0, 4), span("backward", 4, 16), span("wait", 14, 16),
+                            span("optimizer", 16, 20), span("comm", 10, 18)};
+  for (Event& e : events) e.tid = 900;
+  events[4].tid = 901;
+  events.push_back(Event{.phase = Phase::Instant,
+                         .ts_ns = 10 * kMs + 1,
+                         .tid = 900,
+                         .category = "reducer",
+                         .name = "bucket 0: launch"});
+  const std::string text = trace::render_text(events, 0, 20 * kMs, 20);
+  CHECK(text ==
+        "thread 900          FFFFBBBBBBBBBBwwOOOO\n"
+        "  bucket launches             0         \n"
+        "thread 901          ..........========..\n");
+  CHECK_THROWS_WITH(trace::render_text(events, 5, 5), Catch::Contains("empty interval"));
+}
