@@ -2,6 +2,7 @@
 //
 //   ddprun --nproc-per-node 2 build/<dir>/tests/ch07_reducer --backend tcp
 //   mpirun -np 4 --oversubscribe build/<dir>/tests/ch07_reducer --backend mpi
+//   ddprun --nproc-per-node 1 build/<dir>/tests/ch07_reducer --backend nccl --device cuda
 //
 // Scenarios (--scenario, default all of the first three):
 //   equivalence  5 SGD steps of the ResNet with the bucketed DDP, beside chapter 06's
@@ -15,6 +16,8 @@
 //   unused       a model whose branch `extra` only some ranks use, on some steps: without
 //                find_unused_parameters the step fails naming `extra.weight`; with it,
 //                the result matches one process.
+// --device cuda runs everything on GPU 0 (tcp and mpi stage CUDA tensors through host
+// memory; nccl needs a GPU per rank); every rank exits 77 (ctest: Skipped) without one.
 // --plant makes a known bug (launch-order: buckets launched as they complete, not in
 // order; skip-average: the hook does not divide by W) so that ctest can watch it fail.
 #include <cmath>
@@ -34,6 +37,7 @@
 #include "nn/sgd.hpp"
 #include "tensor/error.hpp"
 #include "tensor/random.hpp"
+#include "tests/support/no_gpu.hpp"
 
 namespace {
 
@@ -54,6 +58,7 @@ constexpr double kTolerance = 1e-4;
 
 struct Args {
   std::string backend = "tcp";
+  Device device = Device::cpu();
   std::string scenario = "all";
   std::string plant = "none";
 };
@@ -68,6 +73,8 @@ Args parse(int argc, char** argv) {
       a.scenario = argv[i + 1];
     } else if (flag == "--plant") {
       a.plant = argv[i + 1];
+    } else if (flag == "--device") {
+      a.device = Device::parse(argv[i + 1]);
     } else {
       DDP_FAIL("ch07_reducer: unknown flag ", flag);
     }
@@ -154,11 +161,13 @@ int run_equivalence(const Args& args, ProcessGroup& group, std::int64_t cap, con
                     std::size_t expected_buckets, bool* rebuilt_differently) {
   const int world = group.size(), rank = group.rank();
   const std::int64_t b = kGlobalBatch / world;
-  const Tensor images = synthetic_images(kSteps * kGlobalBatch, 99);
-  const Tensor labels = synthetic_labels(kSteps * kGlobalBatch);
+  const Tensor images = synthetic_images(kSteps * kGlobalBatch, 99).to(args.device);
+  const Tensor labels = synthetic_labels(kSteps * kGlobalBatch).to(args.device);
   Generator g1(kSeed), g2(kSeed);
   auto model = std::make_shared<nn::ResNetMnist>(g1);
   auto reference = std::make_shared<nn::ResNetMnist>(g2);
+  model->to(args.device);
+  reference->to(args.device);
   DDPOptions bucketed{.gradient_sync = GradientSync::Bucketed};
   bucketed.reducer.bucket_cap_bytes = cap;
   bucketed.reducer.first_bucket_bytes = cap;
@@ -231,14 +240,16 @@ int scenario_no_sync(const Args& args, ProcessGroup& group) {
   constexpr int kMicro = 3;
   const int world = group.size(), rank = group.rank();
   const std::int64_t b = kGlobalBatch / world;
-  const Tensor images = synthetic_images(kSteps * kMicro * kGlobalBatch, 5);
-  const Tensor labels = synthetic_labels(kSteps * kMicro * kGlobalBatch);
+  const Tensor images = synthetic_images(kSteps * kMicro * kGlobalBatch, 5).to(args.device);
+  const Tensor labels = synthetic_labels(kSteps * kMicro * kGlobalBatch).to(args.device);
   auto micro = [&](const Tensor& t, int step, int m, int r) {
     return t.narrow(0, (step * kMicro + m) * kGlobalBatch + r * b, b).contiguous();
   };
   Generator g1(kSeed), g2(kSeed);
   auto model = std::make_shared<nn::ResNetMnist>(g1);
   auto reference = std::make_shared<nn::ResNetMnist>(g2);
+  model->to(args.device);
+  reference->to(args.device);
   DistributedDataParallel ddp(model, group);
   ddp.reducer().set_comm_hook(planted_hook(args));
   nn::SGD sgd = make_sgd(*model), ref_sgd = make_sgd(*reference);
@@ -300,8 +311,8 @@ int scenario_unused(const Args& args, ProcessGroup& group) {
   const int world = group.size(), rank = group.rank();
   constexpr std::int64_t kB = 4;
   Generator data_gen(3);
-  const Tensor x_all = randn({kSteps * world * kB, 6}, data_gen);
-  const Tensor y_all = randn({kSteps * world * kB, 3}, data_gen);
+  const Tensor x_all = randn({kSteps * world * kB, 6}, data_gen).to(args.device);
+  const Tensor y_all = randn({kSteps * world * kB, 3}, data_gen).to(args.device);
   // Step s: rank r uses the branch when (s + r) % 3 == 0, so on some steps some ranks
   // use it and others not, and on step 2 (s = 1 with W = 2) no rank does.
   auto uses = [](int s, int r) { return (s + r) % 3 == 0; };
@@ -319,6 +330,7 @@ int scenario_unused(const Args& args, ProcessGroup& group) {
   {
     Generator gen(kSeed);
     auto model = std::make_shared<Branchy>(gen);
+    model->to(args.device);
     DistributedDataParallel ddp(model, group);
     bool named = false;
     for (int s = 0; s < kSteps && !named; ++s) {
@@ -348,6 +360,8 @@ int scenario_unused(const Args& args, ProcessGroup& group) {
   Generator g1(kSeed), g2(kSeed);
   auto model = std::make_shared<Branchy>(g1);
   auto reference = std::make_shared<Branchy>(g2);
+  model->to(args.device);
+  reference->to(args.device);
   DDPOptions options;
   options.reducer.find_unused_parameters = true;
   DistributedDataParallel ddp(model, group, options);
@@ -391,6 +405,7 @@ int main(int argc, char** argv) {
   int rank = -1;
   try {
     const Args args = parse(argc, argv);
+    if (args.device.is_cuda() && cuda::device_count() == 0) return test::skip_without_gpu();
     InitOptions init;
     init.backend = args.backend;
     init.timeout = std::chrono::seconds(60);
