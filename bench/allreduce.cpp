@@ -337,7 +337,8 @@ struct LinkModel {
 };
 
 LinkModel link_model(const ddp::LinkEmulation& link, std::int64_t bytes, int world) {
-  const bool small = static_cast<std::size_t>(bytes) <= ddp::ProcessGroupTcp::kSmallAllReduceBytes;
+  const bool small =
+      ddp::ProcessGroupTcp::takes_small_all_reduce(static_cast<std::size_t>(bytes), world);
   const int k = small ? world - 1 : 2 * (world - 1);
   const double c = small ? static_cast<double>(bytes) : static_cast<double>(bytes) / world;
   const double L = std::chrono::duration<double>(link.latency).count();

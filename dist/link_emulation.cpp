@@ -103,20 +103,30 @@ std::string LinkEmulation::describe() const {
 // before) arrives at t0 + min(size, (k/F + 1)·F)/B + L (k/F rounded down), and the next
 // stretch starts when the wire has finished this one. The frames are small (10 us of
 // wire time, EmulatedLink::kFrameTime): a rank passes on the first frames of a chunk
-// while the rest still comes in, as over a real link. We emulate it at the sender: the ring's loop puts bytes on an EmulatedLink instead of the socket, and
-// writes them to the socket (loopback: there at once) when they are due. In a ring
-// collective a rank passes on what it received, so each dependent step pays L and the
-// rate caps every link: an all-reduce of S bytes over W ranks costs about
-// 2(W-1)·L + 2(W-1)/W·S/B, the model of chapter 07, or less where its steps overlap
-// (the ring is pipelined: Note [One stream] in process_group_tcp.cpp). Bytes are copied
-// onto the wire when they go on: the sender may change its memory afterwards (the ring
-// overwrites a chunk it sent once the finished one comes round), the wire must not.
+// while the rest still comes in, as over a real link.
+//
+// We emulate it at the sender: the ring's loop puts bytes on an EmulatedLink instead of
+// the socket, up to kWireBytes ahead as into a socket's send buffer, and writes them to
+// the socket (loopback: there at once) when they are due. The wire books its time when
+// it takes the bytes, so a sender that is descheduled for a while (a loaded host) does
+// not leave it idle. Bytes are copied onto the wire: the sender may change its memory
+// afterwards (the ring overwrites a chunk it sent once the finished one comes round),
+// the wire must not.
+//
+// In a ring collective a rank passes on what it received, so every dependent step pays
+// L and the rate caps every link. k dependent steps of c bytes, one after the other,
+// cost k(L + c/B): for the ring all-reduce of S bytes over W ranks, 2(W-1) steps of S/W,
+// 2(W-1)·L + 2(W-1)/W·S/B, the model of chapter 07. The ring overlaps its steps (Note
+// [One stream] in process_group_tcp.cpp), so it can come in under that, but never under
+// max(kL + c/B, kc/B + L): the last chunk must cross k links, and each link carries
+// the whole stream. tests/ch07/tcp_link asserts that bound; bench/README.md compares.
 
 EmulatedLink::EmulatedLink(LinkEmulation link)
     : link_(link),
-      frame_bytes_(std::max(kMinFrameBytes,
-                            static_cast<std::size_t>(link.bytes_per_second *
-                                                     std::chrono::duration<double>(kFrameTime).count()))) {}
+      frame_bytes_(std::max(
+          kMinFrameBytes, static_cast<std::size_t>(
+                              link.bytes_per_second *
+                              std::chrono::duration<double>(kFrameTime).count()))) {}
 
 // (In whole nanoseconds, rounded: whole microseconds at whole bytes a microsecond stay
 // exact, as the tests count them.)

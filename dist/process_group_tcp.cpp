@@ -323,7 +323,7 @@ void ProcessGroupTcp::ring_all_reduce(T* data, std::int64_t n, ReduceOp op) {
   const int w = size();
   if (w == 1) return;
   const auto bytes = static_cast<std::size_t>(n) * sizeof(T);
-  if (bytes <= kSmallAllReduceBytes && bytes * static_cast<std::size_t>(w) <= scratch_.size()) {
+  if (takes_small_all_reduce(bytes, w)) {
     small_all_reduce(data, n, op);  // Note [Small all-reduce]
     return;
   }
@@ -399,7 +399,9 @@ std::shared_ptr<Work> ProcessGroupTcp::reduce_scatter(Tensor& output, const Tens
 // (size-1)·S bytes instead of 2(size-1)/size·S: the same at 2 ranks, twice as much at 4,
 // which is why this is for small tensors only. With a latency L a step, over a link of
 // rate B, that is (size-1)·(L + S/B) against the ring's 2(size-1)·L + 2(size-1)/size·S/B.
-// The threshold and what it bought are measured in bench/README.md (tcp, small messages).
+// The path is taken while each rank sends at most kSmallAllReduceBytes on it, (size-1)·S:
+// up to 64 KiB at 2 ranks, 21 KiB at 4. Measured on the 2-core dev box (bench/README.md,
+// "small messages"), at 4 ranks it won at 16 KiB and lost at 64 KiB.
 template <typename T>
 void ProcessGroupTcp::small_all_reduce(T* data, std::int64_t n, ReduceOp op) {
   const int w = size();

@@ -103,9 +103,14 @@ class ProcessGroupTcp final : public ProcessGroup {
   // One send() passes on at most this much, so that a long send never keeps the loop
   // from receiving for milliseconds (Note [Send slices] in the .cpp).
   static constexpr std::size_t kSendSliceBytes = 512 << 10;
-  // All-reduces of at most this many bytes take the latency-optimal path (Note [Small
-  // all-reduce] in the .cpp), when size() copies of them fit in scratch_.
+  // All-reduces of S bytes with (size()-1)·S at most this take the path of fewer steps
+  // (Note [Small all-reduce] in the .cpp); its size() copies fit in scratch_.
   static constexpr std::size_t kSmallAllReduceBytes = 64 << 10;
+  static_assert(2 * kSmallAllReduceBytes <= kScratchBytes);
+  // Whether an all-reduce of `bytes` over `size` ranks takes that path.
+  static bool takes_small_all_reduce(std::size_t bytes, int size) {
+    return bytes * static_cast<std::size_t>(size - 1) <= kSmallAllReduceBytes;
+  }
   // How long a collective on that path retries its sockets before it sleeps in poll(),
   // and the communication thread looks for the next collective before it sleeps on the
   // queue (Note [Spin, then sleep] in the .cpp).

@@ -19,9 +19,9 @@
 #include <vector>
 
 #include "dist/process_group_tcp.hpp"
-#include "dist/tcp_store.hpp"
 #include "tensor/tensor.hpp"
 #include "tests/ch05/fork_ranks.hpp"
+#include "tests/ch05/local_store.hpp"
 
 using namespace std::chrono_literals;
 using ddp::ProcessGroupTcp;
@@ -31,10 +31,12 @@ namespace {
 
 constexpr ReduceOp kOps[] = {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max, ReduceOp::Min};
 
-// Element counts around the threshold: the last two of each list take the ring.
+// Element counts around the threshold at w ranks (the largest n with (w-1)·n elements
+// within kSmallAllReduceBytes): the last two of each list take the ring.
 template <typename T>
-std::vector<std::int64_t> sizes() {
-  const auto at = static_cast<std::int64_t>(ProcessGroupTcp::kSmallAllReduceBytes / sizeof(T));
+std::vector<std::int64_t> sizes(int w) {
+  const auto at = static_cast<std::int64_t>(ProcessGroupTcp::kSmallAllReduceBytes /
+                                            (sizeof(T) * static_cast<std::size_t>(w - 1)));
   return {0, 1, 7, at - 1, at, at + 1, 3 * at};
 }
 
@@ -67,7 +69,9 @@ double reference(ReduceOp op, int w, std::int64_t i) {
     double acc = value<T>(0, i);
     for (int r = 1; r < w; ++r) {
       const double v = value<T>(r, i);
-      acc = op == ReduceOp::Max ? std::max(acc, v) : op == ReduceOp::Min ? std::min(acc, v) : acc + v;
+      acc = op == ReduceOp::Max   ? std::max(acc, v)
+            : op == ReduceOp::Min ? std::min(acc, v)
+                                  : acc + v;
     }
     return op == ReduceOp::Avg ? acc / w : acc;
   } else {
@@ -89,7 +93,7 @@ template <typename T>
 int check_rank(ProcessGroupTcp& g, const std::filesystem::path& dir) {
   int bad = 0;
   for (const ReduceOp op : kOps) {
-    for (const std::int64_t n : sizes<T>()) {
+    for (const std::int64_t n : sizes<T>(g.size())) {
       ddp::Tensor t = ddp::empty({n}, {ddp::dtype_of<T>()});
       for (std::int64_t i = 0; i < n; ++i) t.data<T>()[i] = value<T>(g.rank(), i);
       g.all_reduce(t, op)->wait(30s);
@@ -126,7 +130,8 @@ int check_rank(ProcessGroupTcp& g, const std::filesystem::path& dir) {
 
 std::string slurp(const std::filesystem::path& file) {
   std::string bytes(std::filesystem::file_size(file), '\0');
-  std::ifstream(file, std::ios::binary).read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  std::ifstream(file, std::ios::binary)
+      .read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   return bytes;
 }
 
@@ -135,22 +140,21 @@ std::string slurp(const std::filesystem::path& file) {
 TEST_CASE("tcp small all_reduce: exact for int64, the same float bits on every rank, around "
           "its threshold", "[ch05][tcp]") {
   for (int w : {2, 3, 4}) {
-    ddp::TCPStoreOptions server;
-    server.port = 0;
-    server.is_server = true;
-    server.timeout = 20s;
-    auto store = std::make_unique<ddp::TCPStore>(server);
-    const int port = store->port();
+    for (const std::size_t element : {sizeof(float), sizeof(std::int64_t)}) {  // the threshold
+      const std::vector<std::int64_t> n = element == 4 ? sizes<float>(w) : sizes<std::int64_t>(w);
+      REQUIRE(ProcessGroupTcp::takes_small_all_reduce(static_cast<std::size_t>(n[4]) * element, w));
+      REQUIRE_FALSE(
+          ProcessGroupTcp::takes_small_all_reduce(static_cast<std::size_t>(n[5]) * element, w));
+    }
+    auto server = ddp::test::local_store_server();
+    const int port = server->port();
     const std::filesystem::path dir =
         std::filesystem::temp_directory_path() /
         ("ddp_tcp_small_" + std::to_string(::getpid()) + "_w" + std::to_string(w));
     std::filesystem::create_directories(dir);
     const auto codes = ddp::test::run_forked(w, [&](int rank) {
-      ddp::TCPStoreOptions o;
-      o.port = port;
-      o.timeout = 20s;
-      auto client = std::make_shared<ddp::TCPStore>(o);
-      ProcessGroupTcp g(client, rank, w, 20s, "small", std::nullopt);  // plain links
+      ProcessGroupTcp g(ddp::test::local_store_client(port), rank, w, 20s, "small",
+                        std::nullopt);  // plain links
       int bad = check_rank<std::int64_t>(g, dir) + check_rank<float>(g, dir);
       g.barrier()->wait(30s);  // nobody tears down while others still talk
       return bad == 0 ? 0 : 2;
@@ -158,7 +162,7 @@ TEST_CASE("tcp small all_reduce: exact for int64, the same float bits on every r
     INFO("world size " << w);
     REQUIRE(codes == std::vector<int>(static_cast<std::size_t>(w), 0));
     for (const ReduceOp op : kOps) {
-      for (const std::int64_t n : sizes<float>()) {
+      for (const std::int64_t n : sizes<float>(w)) {
         const std::string stem = std::string(to_string(op)) + "_" + std::to_string(n) + "_rank";
         const std::string first = slurp(dir / (stem + "0"));
         REQUIRE(first.size() == static_cast<std::size_t>(n) * 4);

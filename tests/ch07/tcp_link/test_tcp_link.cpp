@@ -18,10 +18,10 @@
 
 #include "dist/link_emulation.hpp"
 #include "dist/process_group_tcp.hpp"
-#include "dist/tcp_store.hpp"
 #include "tensor/error.hpp"
 #include "tensor/tensor.hpp"
 #include "tests/ch05/fork_ranks.hpp"
+#include "tests/ch05/local_store.hpp"
 
 using namespace std::chrono_literals;
 using ddp::EmulatedLink;
@@ -30,20 +30,8 @@ using ddp::ProcessGroupTcp;
 
 namespace {
 
-std::unique_ptr<ddp::TCPStore> start_server() {
-  ddp::TCPStoreOptions o;
-  o.port = 0;
-  o.is_server = true;
-  o.timeout = 20s;
-  return std::make_unique<ddp::TCPStore>(o);
-}
-
-std::shared_ptr<ddp::TCPStore> client(int port) {
-  ddp::TCPStoreOptions o;
-  o.port = port;
-  o.timeout = 20s;
-  return std::make_shared<ddp::TCPStore>(o);
-}
+using ddp::test::local_store_client;
+using ddp::test::local_store_server;
 
 // Sets an environment variable for one scope.
 struct ScopedEnv {
@@ -77,7 +65,7 @@ double least_seconds(const LinkEmulation& link, int steps, double chunk) {
 // (Note [Small all-reduce]) is an all-gather of whole tensors, w-1 steps of S; the ring
 // is 2(w-1) steps of S/w.
 double least_all_reduce_seconds(const LinkEmulation& link, std::int64_t bytes, int w) {
-  if (static_cast<std::size_t>(bytes) <= ProcessGroupTcp::kSmallAllReduceBytes) {
+  if (ProcessGroupTcp::takes_small_all_reduce(static_cast<std::size_t>(bytes), w)) {
     return least_seconds(link, w - 1, static_cast<double>(bytes));
   }
   return least_seconds(link, 2 * (w - 1), static_cast<double>(bytes) / w);
@@ -141,22 +129,22 @@ TEST_CASE("DDP_TCP_LINK from the environment: unset and empty are the plain link
 }
 
 TEST_CASE("a tcp group reads DDP_TCP_LINK, says so, and refuses a bad one", "[ch07]") {
-  auto server = start_server();
+  auto server = local_store_server();
   {
     ScopedEnv env("DDP_TCP_LINK", "1gbit,50us");
-    ProcessGroupTcp g(client(server->port()), 0, 1, 20s, "described");
+    ProcessGroupTcp g(local_store_client(server->port()), 0, 1, 20s, "described");
     CHECK(g.description() == "tcp (emulated link 1 Gbit/s, 50 us)");
     REQUIRE(g.link().has_value());
     CHECK(g.link()->bytes_per_second == 125e6);
   }
   {
     ScopedEnv env("DDP_TCP_LINK", "");
-    ProcessGroupTcp g(client(server->port()), 0, 1, 20s, "plain");
+    ProcessGroupTcp g(local_store_client(server->port()), 0, 1, 20s, "plain");
     CHECK(g.description() == "tcp");
     CHECK_FALSE(g.link().has_value());
   }
   ScopedEnv env("DDP_TCP_LINK", "1gbit");
-  CHECK_THROWS_WITH(ProcessGroupTcp(client(server->port()), 0, 1, 20s, "bad"),
+  CHECK_THROWS_WITH(ProcessGroupTcp(local_store_client(server->port()), 0, 1, 20s, "bad"),
                     Catch::Contains("DDP_TCP_LINK=\"1gbit\""));
 }
 
@@ -237,17 +225,20 @@ TEST_CASE("tcp all_reduce over an emulated link: exact, and never faster than th
   const Case cases[] = {
       {"10gbit,3ms", 4096, "small path, latency-bound: w-1 steps of L"},
       {"10gbit,3ms", 262144, "ring, latency-bound: 2(w-1) steps of L"},
-      {"100mbit,50us", 65536, "small path, rate-bound: (w-1) S / B"},
+      {"100mbit,50us", 16384, "small path, rate-bound: (w-1) S / B"},
       {"100mbit,50us", 1 << 20, "ring, rate-bound: 2(w-1)/w S / B"},
   };
   for (int w : {2, 4}) {
     for (const Case& c : cases) {
       const LinkEmulation link = ddp::parse_link_emulation(c.link);
+      const bool small = std::string(c.what).starts_with("small");
+      REQUIRE(ProcessGroupTcp::takes_small_all_reduce(static_cast<std::size_t>(c.bytes), w) ==
+              small);
       const double least = least_all_reduce_seconds(link, c.bytes, w);
-      auto server = start_server();
+      auto server = local_store_server();
       const int port = server->port();
       const auto codes = ddp::test::run_forked(w, [&](int rank) {
-        ProcessGroupTcp g(client(port), rank, w, 20s, "link", link);
+        ProcessGroupTcp g(local_store_client(port), rank, w, 20s, "link", link);
         const std::int64_t n = c.bytes / 4;
         int bad = 0;
         for (int rep = 0; rep < 2; ++rep) {
