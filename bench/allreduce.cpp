@@ -8,6 +8,7 @@
 // It checks each size's sum once, then prints numbers and asserts nothing about speed:
 // speed is read as ratios, never tested.
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -44,6 +45,7 @@ struct Options {
   int reps = 10;
   int timeout_s = 300;
   bool floor = false;  // also time the plain TCP traffic of each size (tcp backend only)
+  std::optional<ddp::LinkEmulation> link;  // the tcp group's emulated link (DDP_TCP_LINK)
   std::string anchors = DDP_SOURCE_DIR "/../shared/anchors";
 };
 
@@ -321,6 +323,29 @@ std::size_t ring_bytes_per_rank(std::int64_t bytes, int world) {
   return static_cast<std::size_t>(bytes / 4 * 2 * (world - 1) / world * 4);
 }
 
+// ---- The emulated link's model (DDP_TCP_LINK, chapter 07) --------------------------------
+//
+// Over links of rate B and latency L (Note [Link model] in dist/link_emulation.cpp), a
+// ring pass of k dependent steps of c bytes takes k(L + c/B) when its steps run one
+// after the other: the model of chapter 07; the ring all-reduce is k = 2(n-1) steps of
+// S/n, so 2(n-1)L + 2(n-1)/n S/B. The tcp group's small path (Note [Small all-reduce])
+// is k = n-1 steps of S. Pipelined perfectly, as the tcp group's ring can be, the pass
+// takes at least max(kL + c/B, kc/B + L) ("least"). A measurement should fall between.
+struct LinkModel {
+  double model_s = 0;  // k (L + c/B)
+  double least_s = 0;  // max(kL + c/B, kc/B + L)
+};
+
+LinkModel link_model(const ddp::LinkEmulation& link, std::int64_t bytes, int world) {
+  const bool small =
+      ddp::ProcessGroupTcp::takes_small_all_reduce(static_cast<std::size_t>(bytes), world);
+  const int k = small ? world - 1 : 2 * (world - 1);
+  const double c = small ? static_cast<double>(bytes) : static_cast<double>(bytes) / world;
+  const double L = std::chrono::duration<double>(link.latency).count();
+  const double B = link.bytes_per_second;
+  return {k * (L + c / B), std::max(k * L + c / B, k * c / B + L)};
+}
+
 // ---- Printing --------------------------------------------------------------------------
 
 // nccl-tests' definitions: algbw = bytes / time; busbw = algbw * 2(n-1)/n, the bytes
@@ -329,13 +354,14 @@ double busbw_gbps(std::int64_t bytes, double seconds, int world) {
   return static_cast<double>(bytes) / seconds / 1e9 * 2.0 * (world - 1) / world;
 }
 
-void print_header(const Options& o, int world, const std::vector<Anchor>& anchors) {
+void print_header(const Options& o, int world, const std::vector<Anchor>& anchors,
+                  const std::string& description) {
   std::printf(
       "bench_allreduce: float32 sum in place, backend %s (%s), %d ranks; per size a check, "
       "warm-up,\n%d repetitions of `iters` back-to-back calls between barriers; time = max "
       "over ranks, per call\nbusbw = algbw * 2(n-1)/n (nccl-tests). Anchors (%s/results, "
       "the faster median of run1/run2):\n",
-      o.backend.c_str(), o.label.c_str(), world, o.reps, o.anchors.c_str());
+      description.c_str(), o.label.c_str(), world, o.reps, o.anchors.c_str());
   for (const Anchor& a : anchors) {
     std::printf("  %-8s %s\n", a.name.c_str(),
                 a.seconds.empty() ? "anchor not found" : "busbw at the median");
@@ -349,13 +375,15 @@ void print_header(const Options& o, int world, const std::vector<Anchor>& anchor
   std::printf("\n%10s %10s %6s %6s %10s %10s %8s %8s %8s | %8s %8s %8s | %6s %6s %6s", "size",
               "count", "type", "iters", "time(us)", "min(us)", "algbw", "busbw", "best", "MPI shm",
               "MPI tcp", "gloo", "x shm", "x tcp", "x gloo");
-  std::printf(o.floor ? " | %9s %9s %6s %6s\n" : "\n", "hot(us)", "cold(us)", "x hot",
-              "x cold");
+  if (o.floor) std::printf(" | %9s %9s %6s %6s", "hot(us)", "cold(us)", "x hot", "x cold");
+  if (o.link) std::printf(" | %9s %9s %7s", "model(us)", "least(us)", "/model");
+  std::printf("\n");
   std::printf("%10s %10s %6s %6s %10s %10s %8s %8s %8s | %8s %8s %8s |\n", "(B)", "(elts)", "", "",
               "median", "", "(GB/s)", "(GB/s)", "busbw", "busbw", "busbw", "busbw");
 }
 
-void print_row(const Result& r, int world, const std::vector<Anchor>& anchors) {
+void print_row(const Result& r, int world, const std::vector<Anchor>& anchors,
+               const Options& o) {
   const double median = r.per_call.median_s;
   std::printf("%10lld %10lld %6s %6d %10.1f %10.1f %8.3f %8.3f %8.3f |",
               static_cast<long long>(r.bytes), static_cast<long long>(r.bytes / 4), "float",
@@ -380,6 +408,10 @@ void print_row(const Result& r, int world, const std::vector<Anchor>& anchors) {
     std::printf(" | %9.1f %9.1f %6.2f %6.2f", r.hot->median_s * 1e6, r.cold->median_s * 1e6,
                 r.hot->median_s / median, r.cold->median_s / median);
   }
+  if (o.link) {
+    const LinkModel m = link_model(*o.link, r.bytes, world);
+    std::printf(" | %9.1f %9.1f %7.2f", m.model_s * 1e6, m.least_s * 1e6, median / m.model_s);
+  }
   std::printf("\n");
 }
 
@@ -388,13 +420,18 @@ void print_row(const Result& r, int world, const std::vector<Anchor>& anchors) {
 int main(int argc, char** argv) {
   int rank = -1;
   try {
-    const Options o = parse_options(argc, argv);
+    Options o = parse_options(argc, argv);
     ddp::InitOptions init;
     init.backend = o.backend;
     init.timeout = std::chrono::seconds(o.timeout_s);
     std::unique_ptr<ddp::ProcessGroup> group = ddp::init_process_group(init);
     rank = group->rank();
     const int world = group->size();
+    std::string description = group->backend_name();
+    if (auto* tcp = dynamic_cast<ddp::ProcessGroupTcp*>(group.get())) {
+      description = tcp->description();
+      o.link = tcp->link();
+    }
     const std::vector<Anchor> anchors = load_anchors(o.anchors, world);
     std::optional<StreamRing> floor_ring;
     if (o.floor && world > 1) {
@@ -403,7 +440,7 @@ int main(int argc, char** argv) {
                 "with --backend tcp");
       floor_ring.emplace(*tcp, std::chrono::seconds(o.timeout_s));
     }
-    if (rank == 0) print_header(o, world, anchors);
+    if (rank == 0) print_header(o, world, anchors, description);
     std::vector<Result> results;
     for (const std::int64_t bytes : o.sizes) {
       results.push_back(measure(*group, bytes, o));
@@ -415,7 +452,7 @@ int main(int argc, char** argv) {
         r.cold = time_calls(*group, r.iters, o, [&] { floor_ring->stream(traffic, traffic); });
       }
       if (rank == 0) {
-        print_row(results.back(), world, anchors);
+        print_row(results.back(), world, anchors, o);
         std::fflush(stdout);
       }
     }
@@ -436,6 +473,10 @@ int main(int argc, char** argv) {
         if (r.hot && r.cold) {
           std::printf(" floor_hot_us_median=%.3f floor_cold_us_median=%.3f",
                       r.hot->median_s * 1e6, r.cold->median_s * 1e6);
+        }
+        if (o.link) {
+          const LinkModel m = link_model(*o.link, r.bytes, world);
+          std::printf(" model_us=%.3f least_us=%.3f", m.model_s * 1e6, m.least_s * 1e6);
         }
         std::printf("\n");
       }

@@ -15,7 +15,10 @@
 # about the most any TCP all-reduce could gain on Gloo on this machine.
 #   bench/allreduce.sh [BUILD_DIR] [ROUNDS] [NPS]       # defaults: build/release 2 "2 4"
 #   bench/allreduce.sh build/verify 3 "2 4"
-# Extra flags for bench_allreduce go in $BENCH_FLAGS (e.g. "--reps 5 --sizes 1048576").
+# Extra flags for bench_allreduce go in $BENCH_FLAGS (e.g. "--reps 5 --sizes 1048576");
+# $LABELS picks the columns to run (default: all of "tcp mpi-tcp mpi-shm raw-tcp gloo");
+# $BASE names another build whose tcp backend runs beside ours, interleaved, as
+# "tcp-base" (before/after a change: BASE=/tmp/before LABELS="tcp raw-tcp").
 set -u -o pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build/release}
@@ -36,23 +39,34 @@ trap 'rm -rf "$scratch"' EXIT
 results=$scratch/results
 raw_src=$root/../shared/anchors/cpp/allreduce_mpi.cpp
 raw=$scratch/allreduce_mpi
-labels="tcp mpi-tcp mpi-shm"
-if [ -f "$raw_src" ] && mpicxx -O2 -std=c++17 "$raw_src" -o "$raw" 2>/dev/null; then
-  labels="$labels raw-tcp"
-else
-  echo "allreduce.sh: $raw_src not found or not compiled: no raw Open MPI column" >&2
-fi
+wanted=" ${LABELS:-tcp mpi-tcp mpi-shm raw-tcp gloo} "
+labels=""
+[ -n "${BASE:-}" ] && labels="tcp-base"
+for label in tcp mpi-tcp mpi-shm; do
+  case $wanted in *" $label "*) labels="$labels $label" ;; esac
+done
+case $wanted in *" raw-tcp "*)
+  if [ -f "$raw_src" ] && mpicxx -O2 -std=c++17 "$raw_src" -o "$raw" 2>/dev/null; then
+    labels="$labels raw-tcp"
+  else
+    echo "allreduce.sh: $raw_src not found or not compiled: no raw Open MPI column" >&2
+  fi ;;
+esac
 gloo_src=$root/../shared/anchors/allreduce_gloo.py
-if [ -f "$gloo_src" ] && /usr/bin/python3 -c "import torch" 2>/dev/null; then
-  labels="$labels gloo"
-else
-  echo "allreduce.sh: $gloo_src or python3-torch missing: no live gloo column" >&2
-fi
+case $wanted in *" gloo "*)
+  if [ -f "$gloo_src" ] && /usr/bin/python3 -c "import torch" 2>/dev/null; then
+    labels="$labels gloo"
+  else
+    echo "allreduce.sh: $gloo_src or python3-torch missing: no live gloo column" >&2
+  fi ;;
+esac
 
 run() {  # run <label> <np>: one bench_allreduce job; its result lines go to $results
   local label=$1 np=$2 out
   case $label in
   tcp) out=$("$ddprun" --nproc-per-node "$np" "$bench" --backend tcp --floor $flags 2>&1) ;;
+  tcp-base) out=$("$BASE/bin/ddprun" --nproc-per-node "$np" "$BASE/bin/bench_allreduce" \
+                    --backend tcp --label tcp-base $flags 2>&1) ;;
   mpi-tcp) out=$(mpirun -np "$np" --oversubscribe --mca pml ob1 --mca btl self,tcp \
                    "$bench" --backend mpi --label mpi-tcp $flags 2>&1) ;;
   mpi-shm) out=$(mpirun -np "$np" --oversubscribe "$bench" --backend mpi --label mpi-shm \
@@ -83,9 +97,9 @@ done
 
 # Best median per (np, bytes, label); the anchors as bench_allreduce read them. Only the
 # sizes bench_allreduce ran are shown (raw-tcp also measures 4 bytes).
-printf "%3s %9s | %9s %9s %9s %9s %9s | %9s %9s | %9s %9s | %8s %8s %8s %8s %8s | %6s %6s %9s %9s\n" \
-  np bytes "tcp" "raw-tcp" "mpi-tcp" "mpi-shm" "gloo" "hot" "cold" "gloo*" "rawtcp*" \
-  "/raw-tcp" "/mpi-tcp" "/gloo" "/gloo*" "/rawtcp*" "/hot" "/cold" "gloo/hot" "gloo/cold"
+printf "%3s %9s | %9s %9s %9s %9s %9s %9s | %9s %9s | %9s %9s | %8s %8s %8s %8s %8s %8s | %6s %6s %9s %9s\n" \
+  np bytes "tcp" "tcp-base" "raw-tcp" "mpi-tcp" "mpi-shm" "gloo" "hot" "cold" "gloo*" "rawtcp*" \
+  "/base" "/raw-tcp" "/mpi-tcp" "/gloo" "/gloo*" "/rawtcp*" "/hot" "/cold" "gloo/hot" "gloo/cold"
 awk '
   { delete f; for (i = 2; i <= NF; ++i) { split($i, kv, "="); f[kv[1]] = kv[2] } }
   { k = f["np"] " " f["bytes"]; t = f["time_us_median"] + 0; l = f["label"]
@@ -100,16 +114,18 @@ awk '
   END {
     for (k in keys) {
       split(k, p, " "); a = best[k, "tcp"]
-      printf "%3d %9d | %s %s %s %s %s | %s %s | %9.1f %9.1f | %s %s %s %s %s | %s %s %9s %9s\n",
-             p[1], p[2], us(k, "tcp"), us(k, "raw-tcp"), us(k, "mpi-tcp"), us(k, "mpi-shm"),
-             us(k, "gloo"), us(k, "hot"), us(k, "cold"), gloo[k], tcp[k],
-             ratio(best[k, "raw-tcp"], a), ratio(best[k, "mpi-tcp"], a), ratio(best[k, "gloo"], a),
+      printf "%3d %9d | %s %s %s %s %s %s | %s %s | %9.1f %9.1f | %s %s %s %s %s %s | %s %s %9s %9s\n",
+             p[1], p[2], us(k, "tcp"), us(k, "tcp-base"), us(k, "raw-tcp"), us(k, "mpi-tcp"),
+             us(k, "mpi-shm"), us(k, "gloo"), us(k, "hot"), us(k, "cold"), gloo[k], tcp[k],
+             ratio(best[k, "tcp-base"], a), ratio(best[k, "raw-tcp"], a),
+             ratio(best[k, "mpi-tcp"], a), ratio(best[k, "gloo"], a),
              ratio(gloo[k], a), ratio(tcp[k], a), short(best[k, "hot"], a), short(best[k, "cold"], a),
              ratio(best[k, "gloo"], best[k, "hot"]), ratio(best[k, "gloo"], best[k, "cold"])
     }
   }' "$results" | sort -k1,1n -k2,2n
 cat <<END
 us per call: the best median over $rounds round(s). tcp = ddp tcp backend (ddprun);
+tcp-base = the same from the build in \$BASE, when given;
 raw-tcp = MPI_Allreduce over --mca btl self,tcp (anchors/cpp, live); gloo = PyTorch's
 gloo all_reduce (anchors/allreduce_gloo.py, live); mpi-tcp / mpi-shm =
 ddp's mpi backend over Open MPI tcp / shared memory; hot, cold = the tcp run's traffic on

@@ -3,6 +3,8 @@
 #include "dist/process_group_tcp.hpp"
 
 #include <poll.h>
+#include <sched.h>
+#include <sys/prctl.h>
 
 #include <algorithm>
 #include <array>
@@ -80,17 +82,28 @@ std::string reachable_address(Store& store) {
 }  // namespace
 
 ProcessGroupTcp::ProcessGroupTcp(std::shared_ptr<Store> store, int rank, int size,
-                                 std::chrono::milliseconds timeout, std::string prefix)
+                                 std::chrono::milliseconds timeout, std::string prefix,
+                                 std::optional<LinkEmulation> link)
     : ProcessGroup(rank, size),
       store_(std::move(store)),
       timeout_(timeout),
       prefix_(std::move(prefix)),
-      scratch_(kScratchBytes) {
+      scratch_(kScratchBytes),
+      link_(link ? std::make_unique<EmulatedLink>(*link) : nullptr) {
   DDP_CHECK(store_ != nullptr, "ProcessGroupTcp needs a store");
   DDP_CHECK(size >= 1 && rank >= 0 && rank < size, "ProcessGroupTcp: rank ", rank,
             " of world size ", size, "\nhint: ranks are 0 .. world_size-1");
   if (size > 1) connect_ring(deadline_after(timeout_));
   thread_ = std::thread([this] { communication_loop(); });
+}
+
+std::optional<LinkEmulation> ProcessGroupTcp::link() const {
+  if (!link_) return std::nullopt;
+  return link_->link();
+}
+
+std::string ProcessGroupTcp::description() const {
+  return link_ ? "tcp (emulated link " + link_->link().describe() + ")" : "tcp";
 }
 
 // Each rank listens, publishes where, connects to its right neighbour and accepts its
@@ -172,6 +185,7 @@ std::shared_ptr<Work> ProcessGroupTcp::enqueue(std::string description,
   {
     std::lock_guard lock(mutex_);
     queue_.push_back(Task{work, std::move(description), std::move(run)});
+    ++queued_;
   }
   queue_cv_.notify_one();
   return work;
@@ -179,7 +193,15 @@ std::shared_ptr<Work> ProcessGroupTcp::enqueue(std::string description,
 
 void ProcessGroupTcp::communication_loop() {
   trace::set_thread_name("tcp communication");
+  // An emulated link wakes this thread every few microseconds to hand on arrived bytes;
+  // Linux's default timer slack (50 us) would add that much to each of those sleeps.
+  if (link_) ::prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
   for (;;) {
+    // Note [Spin, then sleep]: the next collective often comes within microseconds.
+    for (const Clock::time_point until = Clock::now() + kSpin;
+         queued_.load() == 0 && !stop_ && Clock::now() < until;) {
+      ::sched_yield();
+    }
     Task task;
     {
       std::unique_lock lock(mutex_);
@@ -187,6 +209,7 @@ void ProcessGroupTcp::communication_loop() {
       if (stop_) break;
       task = std::move(queue_.front());
       queue_.pop_front();
+      --queued_;
     }
     current_ = task.description;
     current_deadline_ = deadline_after(timeout_);
@@ -210,6 +233,7 @@ void ProcessGroupTcp::communication_loop() {
         Error(task.work->description() + ": the process group was destroyed first")));
   }
   queue_.clear();
+  queued_ = 0;
 }
 
 // The first failure breaks the group for good: the ring's byte streams are out of step.
@@ -300,6 +324,11 @@ template <typename T>
 void ProcessGroupTcp::ring_all_reduce(T* data, std::int64_t n, ReduceOp op) {
   const int w = size();
   if (w == 1) return;
+  const auto bytes = static_cast<std::size_t>(n) * sizeof(T);
+  if (takes_small_all_reduce(bytes, w)) {
+    small_all_reduce(data, n, op);  // Note [Small all-reduce]
+    return;
+  }
   auto chunk = [n, w](int c) { return ring_chunk(n, w, c); };
   RingPlan<T> plan;
   plan.op = op;
@@ -362,12 +391,44 @@ std::shared_ptr<Work> ProcessGroupTcp::reduce_scatter(Tensor& output, const Tens
   });
 }
 
+// Note [Small all-reduce]
+// -----------------------
+// The ring moves few bytes but takes 2(size-1) dependent steps: a chunk must be
+// reduced at one rank before the next can add to it, and the finished chunks must go
+// round again. For a small tensor the bytes cost nothing and the steps everything: each
+// is a send, a wake-up of the neighbour, a receive (tens of microseconds on one host, a
+// network's latency across hosts). So below kSmallAllReduceBytes every rank's whole
+// tensor goes round the ring instead, an all-gather of size-1 steps, and each rank then
+// reduces the size() tensors itself. Every rank adds the same numbers in the same order
+// (rank 0's, then rank 1's, ...), so their float sums agree to the bit, as the ring's do
+// (a ring chunk is summed once, at one rank, and copied to the others). Each rank sends
+// (size-1)·S bytes instead of 2(size-1)/size·S: the same at 2 ranks, twice as much at 4,
+// which is why this is for small tensors only. With a latency L a step, over a link of
+// rate B, that is (size-1)·(L + S/B) against the ring's 2(size-1)·L + 2(size-1)/size·S/B.
+// The path is taken while each rank sends at most kSmallAllReduceBytes on it, (size-1)·S:
+// up to 64 KiB at 2 ranks, 21 KiB at 4. Measured on the 2-core dev box (bench/README.md,
+// "small messages"), at 4 ranks it won at 16 KiB and lost at 64 KiB.
+template <typename T>
+void ProcessGroupTcp::small_all_reduce(T* data, std::int64_t n, ReduceOp op) {
+  const int w = size();
+  // all: (w, n), row r = rank r's tensor, in scratch_ (free: the all-gather's steps copy
+  // straight into place, they never reduce through it).
+  T* all = reinterpret_cast<T*>(scratch_.data());
+  const auto row_bytes = static_cast<std::size_t>(n) * sizeof(T);
+  std::memcpy(all + rank() * n, data, row_bytes);
+  ring_all_gather(all, n, /*spin=*/true);
+  std::memcpy(data, all, row_bytes);
+  for (int r = 1; r < w; ++r) combine(data, all + r * n, static_cast<std::size_t>(n), op);
+  if (op == ReduceOp::Avg) divide(data, n, w);
+}
+
 // The all-gather steps alone, on chunks of n: rank r's own data is chunk r.
 template <typename T>
-void ProcessGroupTcp::ring_all_gather(T* data, std::int64_t n) {
+void ProcessGroupTcp::ring_all_gather(T* data, std::int64_t n, bool spin) {
   const int w = size();
   if (w == 1) return;
   RingPlan<T> plan;
+  plan.spin = spin;
   plan.first = {data + rank() * n, n, false};
   for (int step = w - 1; step < 2 * (w - 1); ++step) {
     plan.steps.push_back({data + ring_all_reduce_step(rank(), w, step).recv_chunk * n, n, false});
@@ -452,12 +513,26 @@ std::shared_ptr<Work> ProcessGroupTcp::barrier() {
 // Received bytes of a reduce step land in scratch_ and are combined into the tensor at
 // once (Note [Scratch size]). (Measured on loopback, and left out: fixed SO_SNDBUF/
 // SO_RCVBUF sizes, which switch off Linux's buffer autotuning, were up to 2x slower;
-// spinning before poll() halved the latency of tiny messages but cost 10% at 64 MiB;
+// spinning before poll() halved the latency of tiny messages but cost 10% at 64 MiB, so
+// only the small all-reduce spins (Note [Spin, then sleep]);
 // sending with vmsplice() + splice(), so that the socket takes references to our pages
 // instead of a copy of them, was 2x faster at 1 MiB but 10-30% slower at 16 and 64 MiB,
 // and needs an acknowledgement at the end of every collective: a page still queued for
 // the neighbour when the collective returns would change under it.)
 //
+// Note [Spin, then sleep]
+// -----------------------
+// A thread asleep (in poll(), or on the queue's condition variable) costs its waker a
+// system call and itself a trip through the scheduler before it runs again: tens of
+// microseconds on a busy host, as much as a whole small all-reduce moves bytes. So
+// where the next event is usually microseconds away, the thread first looks again for
+// a while (kSpin), calling sched_yield() between looks so that a rank sharing its core
+// with the neighbour it waits for lets that neighbour run: the communication thread,
+// for the next collective, after each one (back-to-back calls, a Reducer's buckets);
+// and the small all-reduce (Note [Small all-reduce]), for its neighbour's bytes. The
+// ring's large transfers do not spin: there the sleeps are long, and spinning cost
+// them 10% at 64 MiB (Note [One stream]). The caller's own Work::wait() still sleeps.
+
 // Note [Scratch size]
 // -------------------
 // One would expect a scratch buffer that fits in the L2 cache (512 KiB a core on the dev
@@ -628,6 +703,11 @@ void ProcessGroupTcp::run_ring(const RingPlan<T>& plan) {
     }
     return 0;
   };
+  // Out to the right: into the socket, or onto the emulated wire (Note [Link model] in
+  // dist/link_emulation.cpp), which hands the bytes to the socket as they arrive.
+  auto push_right = [&](const std::byte* from, std::size_t len) -> std::size_t {
+    return link_ ? link_->accept(from, len, Clock::now()) : send_right(from, len);
+  };
   auto receive_left = [this](std::byte* into, std::size_t room) -> std::size_t {
     const Socket::IoResult r = left_.recv_some(into, room);
     if (r.status == Socket::IoStatus::Ok) return r.bytes;
@@ -640,14 +720,15 @@ void ProcessGroupTcp::run_ring(const RingPlan<T>& plan) {
     return 0;
   };
 
+  Clock::time_point idle_since{};  // when the loop last stopped moving bytes (plan.spin)
   while (header_sent < kHeaderBytes || header_received < kHeaderBytes || sent < send_total ||
-         received < recv_total) {
+         received < recv_total || (link_ && !link_->empty())) {
     bool moved = false;
 
     // Out: the header, then what has arrived may go on, never more.
     const std::size_t may_send = std::min(send_total, first_bytes + received);
     if (header_sent < kHeaderBytes) {
-      const std::size_t n = send_right(ours.data() + header_sent, kHeaderBytes - header_sent);
+      const std::size_t n = push_right(ours.data() + header_sent, kHeaderBytes - header_sent);
       header_sent += n;
       moved = n > 0;
     }
@@ -657,7 +738,7 @@ void ProcessGroupTcp::run_ring(const RingPlan<T>& plan) {
       const std::size_t len =  // Note [Send slices]
           std::min({piece_bytes - send_offset, may_send - sent, kSendSliceBytes});
       const auto* from = reinterpret_cast<const std::byte*>(piece.data) + send_offset;
-      const std::size_t n = send_right(from, len);
+      const std::size_t n = push_right(from, len);
       sent += n;
       send_offset += n;
       moved = moved || n > 0;
@@ -697,6 +778,14 @@ void ProcessGroupTcp::run_ring(const RingPlan<T>& plan) {
         recv_offset += landed;
       }
     }
+    // The emulated wire hands on all that has arrived by now, stretch after stretch.
+    for (const Clock::time_point now = Clock::now(); link_ && !link_->empty();) {
+      const std::span<const std::byte> due = link_->due(now);
+      const std::size_t n = due.empty() ? 0 : send_right(due.data(), due.size());
+      if (n == 0) break;
+      link_->delivered(n);
+      moved = true;
+    }
     // Step over finished (and empty) pieces.
     while (send_index <= plan.steps.size() && sent < send_total &&
            send_offset == static_cast<std::size_t>(send_piece(send_index).n) * kElement) {
@@ -708,7 +797,18 @@ void ProcessGroupTcp::run_ring(const RingPlan<T>& plan) {
       ++recv_index;
       recv_offset = 0;
     }
-    if (moved) continue;
+    if (moved) {
+      idle_since = {};
+      continue;
+    }
+    if (plan.spin) {  // Note [Spin, then sleep]
+      const Clock::time_point now = Clock::now();
+      if (idle_since == Clock::time_point{}) idle_since = now;
+      if (now - idle_since < kSpin) {
+        ::sched_yield();
+        continue;
+      }
+    }
 
     // Nothing moved: sleep until a socket is ready, in slices, to notice stop_ and the
     // deadline.
@@ -724,16 +824,30 @@ void ProcessGroupTcp::run_ring(const RingPlan<T>& plan) {
     }
     pollfd fds[2] = {{left_.fd(), static_cast<short>(to_receive > 0 ? POLLIN : 0), 0},
                      {right_.fd(), 0, 0}};
-    if (to_send > 0) {
-      // POLLIN on a send-only socket can only mean the neighbour closed it.
-      const bool ready = header_sent < kHeaderBytes || sent < may_send;
+    if (to_send > 0 || (link_ && !link_->empty())) {
+      // POLLIN on a send-only socket can only mean the neighbour closed it. With an
+      // emulated link, the socket is wanted only for bytes the wire has delivered.
+      const bool ready = link_ ? !link_->due(Clock::now()).empty()
+                               : header_sent < kHeaderBytes || sent < may_send;
       fds[1].events = static_cast<short>((ready ? POLLOUT : 0) | POLLIN);
     } else {
       fds[1].fd = -1;  // done with it; poll() skips negative fds
     }
     const int slice = std::min<int>(remaining_ms(current_deadline_),
                                     static_cast<int>(kPollSlice.count()));
-    if (::poll(fds, 2, slice) < 0 && errno != EINTR) {
+    int polled = 0;
+    if (!link_) {
+      polled = ::poll(fds, 2, slice);
+    } else {  // wake when the wire's next frame arrives, to the ns
+      const Clock::time_point now = Clock::now();
+      const auto wait = std::clamp<Clock::duration>(link_->next_arrival(now) - now,
+                                                    Clock::duration::zero(),
+                                                    std::chrono::milliseconds(slice));
+      const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(wait).count();
+      const timespec ts{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
+      polled = ::ppoll(fds, 2, &ts, nullptr);
+    }
+    if (polled < 0 && errno != EINTR) {
       DDP_FAIL(who(), ": ", current_, ": poll() failed: ", std::strerror(errno));
     }
     if (fds[1].revents & (POLLIN | POLLERR | POLLHUP)) {

@@ -5,9 +5,11 @@
 // from its left (rank - 1), one connection each way, made through the store at start-up.
 // all_reduce is a reduce-scatter followed by an all-gather around that ring (Note [Ring
 // schedule]); one communication thread runs the queued collectives in order, moving
-// bytes both ways at once (Note [One stream]). CUDA tensors are staged through host
-// memory: this backend teaches the algorithm; nccl (process_group_nccl.hpp) is the one
-// for GPUs. No multiple rings, no trees, no compression.
+// bytes both ways at once (Note [One stream]). Small all-reduces take a path of half the
+// steps (Note [Small all-reduce]). DDP_TCP_LINK makes the links behave like a slower
+// network, for chapter 07 (dist/link_emulation.hpp). CUDA tensors are staged through
+// host memory: this backend teaches the algorithm; nccl (process_group_nccl.hpp) is the
+// one for GPUs. No multiple rings, no trees, no compression.
 #pragma once
 
 #include <atomic>
@@ -24,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "dist/link_emulation.hpp"
 #include "dist/process_group.hpp"
 #include "dist/socket.hpp"
 #include "dist/store.hpp"
@@ -56,16 +59,23 @@ class ProcessGroupTcp final : public ProcessGroup {
   // every rank of the group must construct it with the same prefix, and another group on
   // the same store needs a prefix of its own: the first group's keys stay (an old
   // address would be tried until the timeout). `timeout` bounds the set-up and each
-  // collective. Throws ddp::Error naming the rank that never arrived.
+  // collective. Throws ddp::Error naming the rank that never arrived. `link`: pace every
+  // collective's bytes as over that link (dist/link_emulation.hpp); by default whatever
+  // DDP_TCP_LINK says, which is usually nothing (plain loopback or network speed).
   ProcessGroupTcp(std::shared_ptr<Store> store, int rank, int size,
                   std::chrono::milliseconds timeout = Work::kDefaultTimeout,
-                  std::string prefix = "tcp");
+                  std::string prefix = "tcp",
+                  std::optional<LinkEmulation> link = link_emulation_from_env());
   // Fails what is still queued, stops the communication thread, closes the sockets.
   // Never blocks longer than one poll slice (kPollSlice), or, while a failure is being
   // reported, the store's few seconds at most (kReportTimeout). Never throws.
   ~ProcessGroupTcp() override;
 
   std::string backend_name() const override { return "tcp"; }
+  // One line for a program's banner: "tcp", or "tcp (emulated link 1 Gbit/s, 50 us)".
+  std::string description() const;
+  // The emulated link, when there is one.
+  std::optional<LinkEmulation> link() const;
 
   std::shared_ptr<Work> all_reduce(Tensor& tensor, ReduceOp op = ReduceOp::Sum) override;
   std::shared_ptr<Work> broadcast(Tensor& tensor, int root) override;
@@ -93,6 +103,18 @@ class ProcessGroupTcp final : public ProcessGroup {
   // One send() passes on at most this much, so that a long send never keeps the loop
   // from receiving for milliseconds (Note [Send slices] in the .cpp).
   static constexpr std::size_t kSendSliceBytes = 512 << 10;
+  // All-reduces of S bytes with (size()-1)·S at most this take the path of fewer steps
+  // (Note [Small all-reduce] in the .cpp); its size() copies fit in scratch_.
+  static constexpr std::size_t kSmallAllReduceBytes = 64 << 10;
+  static_assert(2 * kSmallAllReduceBytes <= kScratchBytes);
+  // Whether an all-reduce of `bytes` over `size` ranks takes that path.
+  static bool takes_small_all_reduce(std::size_t bytes, int size) {
+    return bytes * static_cast<std::size_t>(size - 1) <= kSmallAllReduceBytes;
+  }
+  // How long a collective on that path retries its sockets before it sleeps in poll(),
+  // and the communication thread looks for the next collective before it sleeps on the
+  // queue (Note [Spin, then sleep] in the .cpp).
+  static constexpr std::chrono::microseconds kSpin{50};
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -123,6 +145,7 @@ class ProcessGroupTcp final : public ProcessGroup {
     std::vector<Piece> steps;
     std::int64_t send_total = 0;
     ReduceOp op = ReduceOp::Sum;
+    bool spin = false;  // retry for kSpin before poll() (Note [Spin, then sleep])
     // The usual case: everything received is passed on, except the last step's piece.
     void send_all_but_last_step() {
       send_total = first.n;
@@ -132,7 +155,9 @@ class ProcessGroupTcp final : public ProcessGroup {
   template <typename T>
   void ring_all_reduce(T* data, std::int64_t n, ReduceOp op);
   template <typename T>
-  void ring_all_gather(T* data, std::int64_t n);
+  void small_all_reduce(T* data, std::int64_t n, ReduceOp op);
+  template <typename T>
+  void ring_all_gather(T* data, std::int64_t n, bool spin = false);
   template <typename T>
   void ring_reduce_scatter(T* data, std::int64_t n, ReduceOp op);
   void ring_broadcast(std::byte* data, std::size_t bytes, int root);
@@ -160,6 +185,7 @@ class ProcessGroupTcp final : public ProcessGroup {
   Socket left_;   // receive only: from rank - 1
   Socket right_;  // send only: to rank + 1
   PageBuffer scratch_;  // page-aligned: Note [4K aliasing] in the .cpp
+  std::unique_ptr<EmulatedLink> link_;  // to the right; null: the plain socket
 
   // What the communication thread is doing, for error messages.
   std::string current_;                // description of the running collective
@@ -170,6 +196,7 @@ class ProcessGroupTcp final : public ProcessGroup {
   std::mutex mutex_;
   std::condition_variable queue_cv_;
   std::deque<Task> queue_;
+  std::atomic<std::size_t> queued_ = 0;  // queue_.size(), read without the mutex
   std::atomic<bool> stop_ = false;
   std::thread thread_;
 };
