@@ -72,6 +72,24 @@ ddp_ddprun_per_node() {
     "$@"' "$ddprun" --nproc-per-node "$per_node" "$@"
 }
 
+# ddp_merge_trace TRACE.json RANKS: after `ddp-train --trace TRACE.json` on RANKS ranks,
+# joins their files (TRACE.rank0.json ... : ddp-train names them so) into TRACE.json with
+# ddp-trace-merge, removes them (the merged file holds every event of theirs) and prints
+# where the timeline is. Ranks on other nodes wrote theirs there, so the folder must be
+# one that every node sees; the submit folder is (the programs are read from it too). A
+# missing rank's file stops the job, naming the file. One rank writes TRACE.json itself.
+ddp_merge_trace() {
+  local trace=$1 ranks=$2 merge r
+  local files=()
+  merge=$(ddp_program ddp-trace-merge) || exit 2
+  if ((ranks > 1)); then
+    for ((r = 0; r < ranks; ++r)); do files+=("${trace%.json}.rank$r.json"); done
+    "$merge" "$trace" "${files[@]}" || return 1   # keeps the rank files
+    rm -f "${files[@]}"
+  fi
+  echo "trace: $trace (open it in https://ui.perfetto.dev: one process per rank)"
+}
+
 # ---- The job's hosts, master address and port ----------------------------------------
 # The hosts in launch order. SLURM: the allocation's hostlist ("node[1-2]") expanded by
 # scontrol. PBS: $PBS_NODEFILE has one line per slot, so a host appears once per rank.

@@ -13,13 +13,18 @@
 #                                      (without the wall time) equal those of
 #                                      `ddprun --nproc-per-node RANKS ddp-train
 #                                      $DDP_TRAIN_ARGS --backend tcp`, run here after the job
+#             traced-train-as-ddprun RANKS  the same, and the job traced its training
+#                                      (check_trace below): rank 0's timeline summary per
+#                                      epoch, and one merged trace file with every rank
 #             hello RANKS LAUNCHER HOST...  rank 0's table: RANKS rows, ranks 0..RANKS-1
 #                                      once each, placed in blocks on the HOSTs in order,
 #                                      all set up by LAUNCHER; ddp-doctor said OK first
 #                                      (HOST "." = this machine's host name)
 # Environment: DDP_ROOT (repository), DDP_BUILD (build tree), LOCAL_SLURM_DIR (the
 # cluster started by cluster.sh); anything else the job needs (DDP_LAUNCH, DDP_TRAIN_ARGS)
-# is exported by ctest and reaches the job with the rest of the environment.
+# is exported by ctest and reaches the job with the rest of the environment. The harness
+# sets DDP_TRACE_DIR to its scratch folder: a job's trace files go there, not into the
+# repository it is submitted from.
 # Exits 0 on success, 77 when SLURM is not installed (ctest: Skipped), 1 otherwise.
 set -uo pipefail
 
@@ -39,6 +44,7 @@ fail() {
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 log=$scratch/job.log
+export DDP_TRACE_DIR=$scratch   # /tmp: the local cluster's nodes share it, like a cluster's
 
 if [[ $method != direct ]]; then
   if ! command -v sbatch >/dev/null || ! command -v slurmctld >/dev/null; then
@@ -108,6 +114,46 @@ echo "---- end of job log ----"
 ((rc != 124)) || fail "$script did not finish within ${job_timeout} s"
 ((rc == 0)) || fail "$script exited with code $rc"
 
+# check_trace RANKS: a job that ran `ddp-train --trace` on RANKS ranks and merged their
+# files (launch/ch07_*) printed rank 0's timeline summary once per epoch, and "trace:
+# PATH" for a file in DDP_TRACE_DIR that is JSON (jq, where installed, else the parser
+# of ddp-trace-merge) and holds one process "rank R" for each rank 0..RANKS-1, with
+# backward spans, Reducer bucket launches and all-reduces of its own. The ranks' own
+# files are gone (merged).
+check_trace() {
+  local ranks=$1 epochs trace r event
+  local summary='^epoch [0-9]+: compute [0-9]+ ms, communication [0-9]+ ms, exposed [0-9]+ ms, '
+  epochs=$(grep -Ec '^epoch [0-9]+/[0-9]+: ' "$log")
+  [[ $(grep -Ec "${summary}overlap [0-9]+%$" "$log") == "$epochs" ]] ||
+    fail "expected rank 0's 'epoch N: compute .. ms, communication .. ms, exposed .. ms," \
+         "overlap ..%' once per epoch ($epochs epochs)"
+  trace=$(sed -n 's/^trace: \([^ ]*\.json\)\( .*\)\{0,1\}$/\1/p' "$log")
+  [[ -n $trace ]] || fail "the job printed no 'trace: PATH.json' line"
+  [[ $trace == "$DDP_TRACE_DIR"/*.json && -s $trace ]] ||
+    fail "the merged trace '$trace' is not a file in DDP_TRACE_DIR=$DDP_TRACE_DIR"
+  if command -v jq >/dev/null; then
+    jq -e '.traceEvents | length > 0' "$trace" >/dev/null || fail "$trace: not JSON with events"
+  else
+    "$DDP_BUILD/bin/ddp-trace-merge" "$scratch/reparsed.json" "$trace" >/dev/null ||
+      fail "$trace: ddp-trace-merge cannot read it back"
+  fi
+  local processes
+  processes=$(grep -c '"name":"process_name"' "$trace")
+  ((processes == ranks)) || fail "$trace: expected $ranks processes (ranks), found $processes"
+  for ((r = 0; r < ranks; ++r)); do
+    grep -qF "\"name\":\"process_name\",\"args\":{\"name\":\"rank $r\"}" "$trace" ||
+      fail "$trace: no process 'rank $r'"
+    for event in '"cat":"backward"' '"cat":"reducer","name":"bucket' \
+                 '"cat":"comm","name":"all_reduce'; do
+      grep -q "\"pid\":$r,.*$event" "$trace" ||   # ddp-trace-merge: "pid" before "cat"
+        fail "$trace: rank $r has no event with $event"
+    done
+  done
+  ! compgen -G "${trace%.json}.rank*.json" >/dev/null ||
+    fail "the ranks' own files are still there: $(echo "${trace%.json}".rank*.json)"
+  echo "trace: $trace, $(grep -c '"ph":"X"' "$trace") spans from $ranks ranks"
+}
+
 # ---- Check its output ----------------------------------------------------------------
 # ddprun prefixes every line of rank R with "[rank R] "; the checks read the lines without.
 sed -E 's/^\[rank [0-9]+\] //' "$log" >"$scratch/lines"
@@ -122,7 +168,7 @@ case $check in
     grep -Eq '^final: test accuracy [0-9.]+% \([0-9]+/[0-9]+ after epoch [0-9]+\)' "$log" ||
       fail "ddp-train's 'final:' line is missing"
     ;;
-  train-as-ddprun)
+  train-as-ddprun | traced-train-as-ddprun)
     # Where the ranks run must not change the arithmetic: the tcp ring adds in an order
     # that depends on the ranks alone. DDP_TRAIN_ARGS is the job's flags (ctest sets it,
     # so that the script's default and this check cannot drift apart).
@@ -159,6 +205,7 @@ case $check in
     diff -u --label "$script" --label "ddprun here" "$scratch/job.results" \
       "$scratch/reference.results" || fail "the job's results differ from ddprun's (diff above)"
     echo "same as ddprun here: $(grep '^final: ' "$scratch/job.results")"
+    [[ $check == train-as-ddprun ]] || check_trace "$ranks"
     ;;
   hello)
     ranks=$1 launcher=$2
