@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <bit>
 #include <charconv>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -20,6 +20,7 @@
 #include "dist/init.hpp"
 #include "dist/launch_env.hpp"
 #include "dist/parallel/sync_batch_norm.hpp"
+#include "dist/process_group_tcp.hpp"
 #include "nn/state_dict.hpp"
 #include "tensor/cuda/device_info.hpp"
 #include "tensor/ops.hpp"
@@ -163,8 +164,8 @@ LaunchEnv discover_for_training() {
   }
 }
 
-std::unique_ptr<ProcessGroup> join_process_group(const TrainOptions& options,
-                                                const LaunchEnv& env, Device device) {
+std::unique_ptr<ProcessGroup> join_process_group(const TrainOptions& options, const LaunchEnv& env,
+                                                 Device device) {
   if (env.world_size == 1) return nullptr;  // alone: no group, no averaging
   InitOptions init;
   init.backend = options.backend;
@@ -237,9 +238,10 @@ Trainer::Trainer(TrainOptions options)
   model_->to(device_);
   if (group_) {
     DDPOptions ddp{.broadcast_buffers = options_.broadcast_buffers,
-                   .gradient_sync = options_.grad_sync == "per-parameter" ? GradientSync::PerParameter
-                                    : options_.grad_sync == "flat"        ? GradientSync::Flat
-                                                                          : GradientSync::Bucketed};
+                   .gradient_sync = options_.grad_sync == "per-parameter"
+                                        ? GradientSync::PerParameter
+                                    : options_.grad_sync == "flat" ? GradientSync::Flat
+                                                                   : GradientSync::Bucketed};
     ddp.reducer.bucket_cap_bytes = mebibytes(options_.bucket_cap_mb);
     ddp.reducer.first_bucket_bytes = mebibytes(options_.first_bucket_mb);
     ddp.reducer.find_unused_parameters = options_.find_unused_parameters;
@@ -459,9 +461,8 @@ EpochResult Trainer::run() {
   const EpochResult result = run_epochs();
   if (!options_.trace.empty()) {
     trace::stop();
-    together("writing the --trace file", [&] {
-      trace::write(trace_file_for_rank(options_.trace, rank(), world_size()));
-    });
+    together("writing the --trace file",
+             [&] { trace::write(trace_file_for_rank(options_.trace, rank(), world_size())); });
   }
   // Everyone leaves together: rank 0 serves the store, and must not go while a rank that
   // is slower to finish still talks to it.
@@ -475,9 +476,9 @@ EpochResult Trainer::run() {
 void Trainer::print_timeline(const EpochResult& r) const {
   if (options_.trace.empty() || rank() != 0) return;
   const trace::Summary& t = r.timeline;
-  const std::string overlap =
-      t.communication_ms > 0.0 ? detail::concat(std::lround(t.overlap_percent()), "%")
-                               : std::string("n/a (no communication)");
+  const std::string overlap = t.communication_ms > 0.0
+                                  ? detail::concat(std::lround(t.overlap_percent()), "%")
+                                  : std::string("n/a (no communication)");
   std::printf("epoch %lld: compute %.0f ms, communication %.0f ms, exposed %.0f ms, overlap %s\n",
               static_cast<long long>(r.epoch), t.compute_ms, t.communication_ms, t.exposed_ms,
               overlap.c_str());
@@ -550,8 +551,10 @@ std::string Trainer::describe_recipe() const {
                              ddp_->reducer().bucket_assignment().size() == 1 ? "" : "s",
                              " of <= ", options_.bucket_cap_mb, " MiB")
             : options_.grad_sync;
-    ranks = detail::concat(world_size(), " ranks (", backend(), ", gradients ", sync,
-                           options_.sync_bn ? ", SyncBatchNorm" : "",
+    // "tcp (emulated link 1 Gbit/s, 50 us)" when DDP_TCP_LINK slows the tcp group down.
+    const auto* tcp = dynamic_cast<const ProcessGroupTcp*>(group_.get());
+    ranks = detail::concat(world_size(), " ranks (", tcp ? tcp->description() : backend(),
+                           ", gradients ", sync, options_.sync_bn ? ", SyncBatchNorm" : "",
                            options_.broadcast_buffers ? "" : ", buffers not broadcast", ")");
   }
   const std::string threads = device_.is_cuda()
@@ -641,8 +644,8 @@ void Trainer::load_checkpoint(const std::string& path) {
   for (const RecordedSetting& s :
        recorded_settings(options_, train_set_.size(), batch_size_, world_size())) {
     const std::string key = std::string("config.") + s.key;
-    const bool present = std::any_of(state.begin(), state.end(),
-                                     [&](const auto& e) { return e.first == key; });
+    const bool present =
+        std::any_of(state.begin(), state.end(), [&](const auto& e) { return e.first == key; });
     const std::int64_t saved = present || !s.if_absent ? find(key) : *s.if_absent;
     if (saved == s.stored) continue;
     differences += std::string(differences.empty() ? "" : ", ") + s.flag + " " +
