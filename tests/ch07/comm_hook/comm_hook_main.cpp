@@ -280,7 +280,8 @@ int scenario_specials(const Args& args, ProcessGroup& group) {
     float expected = test::reference_bf16_value(bucket_of(0)[i]);
     for (int r = 1; r < world; ++r) expected += test::reference_bf16_value(bucket_of(r)[i]);
     expected *= 1.0f / static_cast<float>(world);
-    const bool ok = std::isnan(expected) ? std::isnan(got[i]) : bits_of(got[i]) == bits_of(expected);
+    const bool ok =
+        std::isnan(expected) ? std::isnan(got[i]) : bits_of(got[i]) == bits_of(expected);
     if (!ok) {
       std::fprintf(stderr, "rank %d: specials: value %zu: the hook gave %g (0x%08x), "
                    "expected %g (0x%08x): the bucket differs from the reference\n",
