@@ -74,6 +74,9 @@ trains on its shard and gradients are averaged; alone, it is one process.
   --first-bucket-mb X   the first bucket's cap in MiB (default 1)
   --find-unused-parameters  a parameter without a gradient in a step is not an error
   --print-buckets       print the bucket assignment (rank 0) before training
+  --comm-hook H         what each bucket goes through: all-reduce (default) or bf16
+                        (rounded to bfloat16, all-gathered, summed in rank order:
+                        half the bytes at 2 ranks, as many at 4, more beyond)
   --no-broadcast-buffers  keep each rank's BatchNorm running statistics
   --check-sync N        every N steps, check that all ranks hold the same weights
 
@@ -137,6 +140,12 @@ constexpr Flag kFlags[] = {
        DDP_CHECK(v == "bucketed" || v == "flat" || v == "per-parameter", f,
                  " expects bucketed, flat or per-parameter, got '", v, "'");
        o.grad_sync = v;
+     }},
+    {"--comm-hook",
+     [](TrainOptions& o, std::string_view f, std::string_view v) {
+       DDP_CHECK(v == "all-reduce" || v == "bf16", f, " expects all-reduce or bf16, got '", v,
+                 "'");
+       o.comm_hook = v;
      }},
     {"--bucket-cap-mb",
      [](TrainOptions& o, std::string_view f, std::string_view v) {

@@ -46,6 +46,9 @@ struct TrainOptions {
   // Chapter 07: seeing the overlap, and a network with more to communicate.
   std::string trace;                // Chrome/Perfetto timeline (trace_file_for_rank); "" = off
   std::int64_t width = 1;           // channels x K in every layer (nn::ResNetMnist)
+  // What a bucket goes through (CommHook): "all-reduce" (the default) or "bf16" (rounded to
+  // bfloat16, gathered and summed: dist/parallel/comm_hooks.hpp). Bucketed only.
+  std::string comm_hook = "all-reduce";
   bool help = false;
 };
 

@@ -19,6 +19,7 @@
 #include "autograd/grad_mode.hpp"
 #include "dist/init.hpp"
 #include "dist/launch_env.hpp"
+#include "dist/parallel/comm_hooks.hpp"
 #include "dist/parallel/sync_batch_norm.hpp"
 #include "dist/process_group_tcp.hpp"
 #include "nn/state_dict.hpp"
@@ -246,8 +247,20 @@ Trainer::Trainer(TrainOptions options)
     ddp.reducer.first_bucket_bytes = mebibytes(options_.first_bucket_mb);
     ddp.reducer.find_unused_parameters = options_.find_unused_parameters;
     ddp_ = std::make_unique<DistributedDataParallel>(model_, *group_, ddp);
+    if (options_.comm_hook == "bf16") {
+      DDP_CHECK(ddp.gradient_sync == GradientSync::Bucketed, "--comm-hook bf16 needs "
+                "--grad-sync bucketed (the hook is the Reducer's), got --grad-sync ",
+                options_.grad_sync);
+      ddp_->reducer().set_comm_hook(bf16_compress_hook());
+    }
     if (options_.print_buckets && rank() == 0 && ddp.gradient_sync == GradientSync::Bucketed) {
       std::printf("%s", ddp_->reducer().describe_buckets().c_str());
+      // Note [bf16 through all_gather] in dist/parallel/comm_hooks.cpp.
+      if (options_.comm_hook == "bf16") {
+        std::printf("comm hook bf16: per bucket of S bytes each rank receives (W-1)*S/2 "
+                    "(all_gather) against 2(W-1)/W*S (ring all-reduce): x%.2f at W = %d\n",
+                    world_size() / 4.0, world_size());
+      }
     }
   }
   optimizer_ = std::make_unique<nn::SGD>(
@@ -549,7 +562,8 @@ std::string Trainer::describe_recipe() const {
         options_.grad_sync == "bucketed"
             ? detail::concat("bucketed, ", ddp_->reducer().bucket_assignment().size(), " bucket",
                              ddp_->reducer().bucket_assignment().size() == 1 ? "" : "s",
-                             " of <= ", options_.bucket_cap_mb, " MiB")
+                             " of <= ", options_.bucket_cap_mb, " MiB",
+                             options_.comm_hook == "bf16" ? ", bf16 comm hook" : "")
             : options_.grad_sync;
     // "tcp (emulated link 1 Gbit/s, 50 us)" when DDP_TCP_LINK slows the tcp group down.
     const auto* tcp = dynamic_cast<const ProcessGroupTcp*>(group_.get());
