@@ -30,7 +30,10 @@ TEST_CASE("ddp-train defaults are the ref_model recipe", "[ch04][train]") {
   CHECK(o.warmup_epochs == 1);
   CHECK(o.backend == "auto");
   CHECK_FALSE(o.sync_bn);
-  CHECK(o.grad_sync == "flat");
+  CHECK(o.grad_sync == "bucketed");  // chapter 07's Reducer
+  CHECK(o.bucket_cap_mb == 25.0);     // PyTorch's caps
+  CHECK(o.first_bucket_mb == 1.0);
+  CHECK_FALSE(o.find_unused_parameters);
   CHECK(o.broadcast_buffers);
   CHECK(o.check_sync == 0);
   CHECK(o.epochs == 5);

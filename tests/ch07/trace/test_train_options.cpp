@@ -26,3 +26,22 @@ TEST_CASE("ddp-train's --trace and --width, and each rank's trace file", "[ch07]
   CHECK(trace_file_for_rank("out.d/run", 1, 2) == "out.d/run.rank1");
   CHECK(trace_file_for_rank("out/.trace", 1, 2) == "out/.trace.rank1");
 }
+
+TEST_CASE("ddp-train's Reducer flags reach their fields", "[ch07][train]") {
+  using ddp::test::error_of;
+  using ddp::test::parse;
+  const ddp::train::TrainOptions o =
+      parse({"--grad-sync", "bucketed", "--bucket-cap-mb", "0.25", "--first-bucket-mb=2",
+             "--find-unused-parameters", "--print-buckets"});
+  CHECK(o.grad_sync == "bucketed");
+  CHECK(o.bucket_cap_mb == 0.25);
+  CHECK(o.first_bucket_mb == 2.0);
+  CHECK(o.find_unused_parameters);
+  CHECK(o.print_buckets);
+  CHECK_FALSE(parse({}).print_buckets);
+  CHECK(parse({"--grad-sync", "flat"}).grad_sync == "flat");
+  CHECK_THAT(error_of({"--bucket-cap-mb", "0"}), Catch::Contains("--bucket-cap-mb"));
+  CHECK_THAT(error_of({"--first-bucket-mb", "-1"}), Catch::Contains("--first-bucket-mb"));
+  CHECK_THAT(error_of({"--grad-sync", "ring"}),
+             Catch::Contains("bucketed, flat or per-parameter"));
+}
