@@ -345,7 +345,11 @@ void Reducer::rebuild_from_arrival_order() {
                   ? static_cast<std::int64_t>(arrival_order_[k])
                   : -1;
   }
-  group_.broadcast(order, /*root=*/0)->wait(options_.timeout);
+  // On the parameters' device: NCCL moves GPU memory only.
+  Tensor shared = order.to(parameters_[0].second.device());
+  group_.broadcast(shared, /*root=*/0)->wait(options_.timeout);
+  order = shared.cpu();
+  data = order.data<std::int64_t>();
   std::vector<std::size_t> agreed;
   std::vector<bool> listed(parameters_.size(), false);
   for (std::int64_t k = 0; k < n; ++k) {
@@ -373,7 +377,8 @@ void Reducer::check_same_assignment() const {
     for (const std::size_t i : bucket) mine += std::to_string(i) + " ";
     mine += "| ";
   }
-  const std::vector<std::string> all = all_gather_text(group_, mine);
+  const std::vector<std::string> all =
+      all_gather_text(group_, mine, parameters_[0].second.device());
   for (std::size_t r = 1; r < all.size(); ++r) {
     DDP_CHECK(all[r] == all[0], who(), ": rank ", r,
               " grouped the parameters into other "

@@ -110,7 +110,8 @@ double max_difference(const nn::Module& a, const nn::Module& b) {
 }
 
 bool identical_on_all_ranks(const nn::Module& m, ProcessGroup& group) {
-  const std::vector<std::string> all = all_gather_text(group, std::to_string(parameter_hash(m)));
+  const std::vector<std::string> all = all_gather_text(
+      group, std::to_string(parameter_hash(m)), m.parameters().front().device());
   for (const std::string& h : all) {
     if (h != all[0]) return false;
   }
