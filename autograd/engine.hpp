@@ -15,8 +15,9 @@ void run_backward(const Variable& root, const Tensor& grad_root, bool retain_gra
 // once that pass has run its last node, on the same thread, before backward() returns
 // (PyTorch's Engine::queue_callback). Callbacks run in the order they were queued; one
 // that throws ends the backward with its error, and the rest do not run. The Reducer
-// needs it twice: to finish a step in which some parameter got no gradient, and to wait
-// for the last bucket before the optimizer can see the averaged gradients.
+// queues one per backward, for two reasons: only once the graph is done does it know
+// which parameters got no gradient, and the optimizer must not see the gradients before
+// the last bucket's all-reduce has finished.
 // Outside a backward pass it is an error.
 void queue_backward_callback(std::function<void()> callback);
 

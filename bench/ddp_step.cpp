@@ -14,12 +14,15 @@
 //   flat           chapter 06's DDP: backward, then one all-reduce of all gradients
 //   no-sync        no gradient averaging (DDP's no_sync): the step without communication
 //   per-parameter, flat-nobuf   (--all) chapter 06's other variants
-// Prints one line per mode, "min / median ms", then what communication adds to each
-// (mode minus no-sync), the exposed share of the bucketed modes against flat's (flat
-// exposes all of it), and the cost model's prediction (dist/parallel/cost_model.hpp) for
-// each cap from the no-sync step's measured forward / backward / optimizer times and the
-// link: DDP_TCP_LINK's when set, else one measured here (a 4 KiB and an 8 MiB all-reduce).
+// Prints one line per mode: the step (min, median), and from a trace (tensor/trace.hpp)
+// the communication (some collective running) and the exposed part of it (the main
+// thread waiting for the network); then, per bucketed mode, exposed communication as a
+// share of flat's all-reduce (flat exposes all of it), and the cost model's prediction
+// (dist/parallel/cost_model.hpp) from the no-sync step's measured forward / backward /
+// optimizer times and the link: the tcp group's emulated one (DDP_TCP_LINK) when set,
+// else one measured here (a 4 KiB and an 8 MiB all-reduce).
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -34,10 +37,12 @@
 #include "dist/init.hpp"
 #include "dist/parallel/cost_model.hpp"
 #include "dist/parallel/distributed_data_parallel.hpp"
+#include "dist/process_group_tcp.hpp"
 #include "nn/resnet_mnist.hpp"
 #include "nn/sgd.hpp"
 #include "tensor/random.hpp"
 #include "tensor/threads.hpp"
+#include "tensor/trace.hpp"
 
 namespace {
 
@@ -55,6 +60,9 @@ struct Mode {
   std::unique_ptr<DistributedDataParallel> ddp = {};
   std::unique_ptr<nn::SGD> sgd = {};
   std::vector<double> step_s = {}, forward_s = {}, backward_s = {}, optimizer_s = {};
+  // From the trace (tensor/trace.hpp), per step: the main thread's waits for the network
+  // (exposed), and the time some collective was running (communication).
+  std::vector<double> exposed_s = {}, communication_s = {};
 };
 
 // The slowest rank's value of each entry (the step is as slow as its slowest rank).
@@ -80,12 +88,19 @@ double all_reduce_seconds(ProcessGroup& group, std::int64_t bytes) {
   return bench::summarize(max_over_ranks(group, times)).median_s;
 }
 
-// The link the cost model assumes: DDP_TCP_LINK's (the tcp backend emulates it) or one
-// measured: a ring all-reduce of S bytes takes 2(W-1) steps of latency plus
-// 2(W-1)/W * S / bandwidth, so a tiny one gives the latency and a large one the bandwidth.
+// The link a tcp group emulates (DDP_TCP_LINK), if any.
+std::optional<LinkEmulation> emulated_link(ProcessGroup& group) {
+  const auto* tcp = dynamic_cast<const ProcessGroupTcp*>(&group);
+  return tcp != nullptr ? tcp->link() : std::nullopt;
+}
+
+// The link the cost model assumes: the emulated one, or one measured: a ring all-reduce
+// of S bytes takes 2(W-1) steps of latency plus 2(W-1)/W * S / bandwidth, so a tiny one
+// gives the latency and a large one the bandwidth.
 RingLink link_for_model(ProcessGroup& group) {
-  const char* emulated = std::getenv("DDP_TCP_LINK");
-  if (emulated != nullptr && *emulated != 0) return parse_ring_link(emulated, "DDP_TCP_LINK");
+  if (const auto link = emulated_link(group)) {
+    return RingLink{link->bytes_per_second, std::chrono::duration<double>(link->latency).count()};
+  }
   const int w = group.size();
   const double small = all_reduce_seconds(group, 4096);
   const std::int64_t large_bytes = 8 * kMiB;
@@ -155,6 +170,7 @@ int main(int argc, char** argv) {
       m.sgd = std::make_unique<nn::SGD>(
           m.model->parameters(), nn::SGDOptions{.lr = 0.1, .momentum = 0.9, .weight_decay = 5e-4});
     }
+    trace::start(rank);  // for the waits and the collectives' spans (a few per step)
     Generator pick(1000 + static_cast<std::uint64_t>(rank));
     for (int i = 0; i < warmup + steps; ++i) {
       // One random local batch per step, the same for every mode.
@@ -163,6 +179,7 @@ int main(int argc, char** argv) {
       const Batch batch = train.get_batch(indices);
       for (Mode& m : modes) {
         group->barrier()->wait();
+        const trace::Mark mark = trace::mark();
         const double start = now_seconds();
         m.sgd->zero_grad();
         std::optional<DistributedDataParallel::NoSyncGuard> local;
@@ -179,9 +196,13 @@ int main(int argc, char** argv) {
           m.forward_s.push_back(forward_end - start);
           m.backward_s.push_back(backward_end - forward_end);
           m.optimizer_s.push_back(end - backward_end);
+          const trace::Summary traced = trace::summarize_since(mark);
+          m.exposed_s.push_back(traced.exposed_ms / 1e3);
+          m.communication_s.push_back(traced.communication_ms / 1e3);
         }
       }
     }
+    trace::stop();
     const RingLink link = link_for_model(*group);
     std::int64_t gradient_bytes = 0;
     for (const Variable& p : modes[0].model->parameters()) gradient_bytes += p.numel() * 4;
@@ -192,30 +213,39 @@ int main(int argc, char** argv) {
           world, group->backend_name().c_str(), width, static_cast<long long>(gradient_bytes),
           static_cast<long long>(local_batch), static_cast<long long>(kGlobalBatch), steps, warmup,
           to_string(link).c_str(),
-          std::getenv("DDP_TCP_LINK") != nullptr ? " (DDP_TCP_LINK, emulated)" : " (measured)");
+          emulated_link(*group) ? " (DDP_TCP_LINK, emulated)" : " (measured)");
     }
+    // Per mode: the step, and from the trace the exposed communication (waits) and the
+    // communication (collectives running), medians of the slowest rank's.
     std::vector<bench::Timing> step(modes.size());
+    std::vector<double> exposed(modes.size()), communication(modes.size());
     for (std::size_t k = 0; k < modes.size(); ++k) {
       step[k] = bench::summarize(max_over_ranks(*group, modes[k].step_s));
+      exposed[k] = bench::summarize(max_over_ranks(*group, modes[k].exposed_s)).median_s;
+      communication[k] =
+          bench::summarize(max_over_ranks(*group, modes[k].communication_s)).median_s;
       if (rank == 0) {
-        std::printf("np=%d %-13s: step min %.1f ms, median %.1f ms\n", world, modes[k].name.c_str(),
-                    step[k].min_s * 1e3, step[k].median_s * 1e3);
+        std::printf(
+            "np=%d %-13s: step min %.1f ms, median %.1f ms; communication %.1f ms, "
+            "exposed %.1f ms\n",
+            world, modes[k].name.c_str(), step[k].min_s * 1e3, step[k].median_s * 1e3,
+            communication[k] * 1e3, exposed[k] * 1e3);
       }
     }
-    // What communication adds, measured (mode - no-sync) and predicted by the cost model
-    // from the no-sync step's parts.
+    // The bucketed modes: exposed communication against the all-reduce's time (flat's
+    // communication: one all-reduce of everything, all of it exposed), and the cost
+    // model's prediction from the no-sync step's measured parts.
     const std::size_t flat = caps.size(), none = caps.size() + 1;
     const Mode& local = modes[none];
     const StepTimes times{bench::summarize(local.forward_s).median_s,
                           bench::summarize(local.backward_s).median_s,
                           bench::summarize(local.optimizer_s).median_s};
-    const double all_exposed = step[flat].median_s - step[none].median_s;
     if (rank == 0) {
       std::printf(
           "np=%d no-sync parts (median): forward %.1f ms, backward %.1f ms, optimizer "
-          "%.1f ms; flat - no-sync = %.1f ms (all of it exposed)\n",
+          "%.1f ms; flat's all-reduce %.1f ms\n",
           world, times.forward_s * 1e3, times.backward_s * 1e3, times.optimizer_s * 1e3,
-          all_exposed * 1e3);
+          communication[flat] * 1e3);
     }
     for (std::size_t k = 0; k < caps.size(); ++k) {
       const Mode& m = modes[k];
@@ -227,17 +257,13 @@ int main(int argc, char** argv) {
       }
       const StepPrediction p =
           predict_step(times, ready_at_uniform_rate(sizes, times.backward_s), world, link);
-      const StepPrediction naive = predict_step(
-          times, ready_at_uniform_rate(std::vector<std::int64_t>{gradient_bytes}, times.backward_s),
-          world, link);
-      const double exposed = step[k].median_s - step[none].median_s;
       if (rank == 0) {
         std::printf(
-            "np=%d %-13s: %zu buckets; measured %.1f ms, exposed %.1f ms = %.0f%% of "
-            "flat's; model %.1f ms, exposed %.1f ms (flat: model %.1f ms)\n",
-            world, m.name.c_str(), sizes.size(), step[k].median_s * 1e3, exposed * 1e3,
-            100.0 * exposed / std::max(all_exposed, 1e-9), p.step_s * 1e3, p.exposed_comm_s * 1e3,
-            naive.naive_step_s * 1e3);
+            "np=%d %-13s: %zu buckets; exposed %.1f ms = %.0f%% of the all-reduce; "
+            "step %.1f ms; model: step %.1f ms, exposed %.1f ms (flat: %.1f ms)\n",
+            world, m.name.c_str(), sizes.size(), exposed[k] * 1e3,
+            100.0 * exposed[k] / std::max(communication[flat], 1e-9), step[k].median_s * 1e3,
+            p.step_s * 1e3, p.exposed_comm_s * 1e3, p.naive_step_s * 1e3);
       }
     }
     group->barrier()->wait();

@@ -59,8 +59,8 @@ float from_bf16(std::uint16_t bits) {
 
 void pack_bf16(std::span<const float> values, std::span<float> packed) {
   const auto n = static_cast<std::int64_t>(values.size());
-  DDP_CHECK(static_cast<std::int64_t>(packed.size()) == bf16_packed_slots(n), "pack_bf16: ",
-            n, " values need ", bf16_packed_slots(n), " slots, got ", packed.size());
+  DDP_CHECK(static_cast<std::int64_t>(packed.size()) == bf16_packed_slots(n), "pack_bf16: ", n,
+            " values need ", bf16_packed_slots(n), " slots, got ", packed.size());
   for (std::int64_t k = 0; k < bf16_packed_slots(n); ++k) {
     const std::uint32_t low = to_bf16(values[2 * k]);
     const std::uint32_t high = 2 * k + 1 < n ? to_bf16(values[2 * k + 1]) : 0u;
@@ -70,8 +70,8 @@ void pack_bf16(std::span<const float> values, std::span<float> packed) {
 
 void unpack_bf16(std::span<const float> packed, std::span<float> values) {
   const auto n = static_cast<std::int64_t>(values.size());
-  DDP_CHECK(static_cast<std::int64_t>(packed.size()) == bf16_packed_slots(n), "unpack_bf16: ",
-            n, " values need ", bf16_packed_slots(n), " slots, got ", packed.size());
+  DDP_CHECK(static_cast<std::int64_t>(packed.size()) == bf16_packed_slots(n), "unpack_bf16: ", n,
+            " values need ", bf16_packed_slots(n), " slots, got ", packed.size());
   for (std::int64_t i = 0; i < n; ++i) {
     const std::uint32_t slot = std::bit_cast<std::uint32_t>(packed[i / 2]);
     values[i] = from_bf16(static_cast<std::uint16_t>(i % 2 == 0 ? slot : slot >> 16));
@@ -123,7 +123,8 @@ CommHook bf16_compress_hook() {
   auto finish = [state](ProcessGroup& group, Tensor& bucket) {
     const auto found = state->in_flight.find(bucket.raw_data());
     DDP_CHECK(found != state->in_flight.end(), who(group), ": finish for a bucket (",
-              bucket.describe(), ") that this hook did not launch\nhint: give every Reducer "
+              bucket.describe(),
+              ") that this hook did not launch\nhint: give every Reducer "
               "its own bf16_compress_hook()");
     const Tensor gathered = found->second.gathered.cpu();
     state->in_flight.erase(found);

@@ -4,11 +4,14 @@
 
 #include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <limits>
 #include <numeric>
 #include <utility>
+
+#include "dist/link_emulation.hpp"
 
 #include "tensor/error.hpp"
 
@@ -73,46 +76,15 @@ void check_link(const RingLink& link, const char* caller) {
             ": link latency must be a finite time >= 0 seconds, got ", link.latency_s);
 }
 
-// "2.5" -> 2.5: digits with at most one '.', nothing else (no sign, no exponent).
-bool parse_plain_decimal(std::string_view text, double& value) {
-  if (text.empty() || text.front() < '0' || text.front() > '9') return false;
-  const char* end = text.data() + text.size();
-  const auto [ptr, ec] = std::from_chars(text.data(), end, value, std::chars_format::fixed);
-  return ec == std::errc() && ptr == end;
-}
-
-// "50us" with units {{"us", 1e-6}, {"ms", 1e-3}} -> 50e-6; false when no unit matches.
-template <std::size_t N>
-bool parse_with_unit(std::string_view text, const std::pair<std::string_view, double> (&units)[N],
-                     double& value) {
-  for (const auto& [unit, scale] : units) {
-    if (text.size() > unit.size() && text.ends_with(unit) &&
-        parse_plain_decimal(text.substr(0, text.size() - unit.size()), value)) {
-      value *= scale;
-      return true;
-    }
-  }
-  return false;
-}
-
 }  // namespace
 
 // ---- The link ------------------------------------------------------------------------
 
 RingLink parse_ring_link(std::string_view text, std::string_view what) {
-  static constexpr std::pair<std::string_view, double> kBandwidth[] = {{"mbit", 1e6 / 8},
-                                                                       {"gbit", 1e9 / 8}};
-  static constexpr std::pair<std::string_view, double> kLatency[] = {{"us", 1e-6}, {"ms", 1e-3}};
-  const std::size_t comma = text.find(',');
-  RingLink link;
-  const bool ok = comma != std::string_view::npos &&
-                  parse_with_unit(text.substr(0, comma), kBandwidth, link.bandwidth_bytes_per_s) &&
-                  parse_with_unit(text.substr(comma + 1), kLatency, link.latency_s) &&
-                  link.bandwidth_bytes_per_s > 0;
-  DDP_CHECK(ok, what, ": cannot read the link '", text,
-            "'\nhint: expected <bandwidth>,<latency> with the bandwidth in mbit or gbit "
-            "(> 0) and the latency in us or ms, e.g. 1gbit,50us or 100mbit,1.5ms");
-  return link;
+  // One grammar for links: the tcp backend's DDP_TCP_LINK (dist/link_emulation.hpp), so
+  // that what the model reads is what the emulation runs.
+  const LinkEmulation link = parse_link_emulation(std::string(text), std::string(what).c_str());
+  return RingLink{link.bytes_per_second, std::chrono::duration<double>(link.latency).count()};
 }
 
 std::string to_string(const RingLink& link) {

@@ -31,11 +31,9 @@ struct RingLink {
   double latency_s = 0;
 };
 
-// "1gbit,50us" -> {125e6 bytes/s, 50e-6 s}. Grammar: <number>{mbit,gbit},<number>{us,ms},
-// decimal units (1 gbit = 1e9 bit/s, as tc and the network cards count), the number a
-// plain decimal ("2.5"). It must accept what the tcp backend's DDP_TCP_LINK accepts, and
-// the two will share one parser; until then, keep them the same. Throws ddp::Error
-// naming `what` (the flag or variable), the text and the expected form.
+// "1gbit,50us" -> {125e6 bytes/s, 50e-6 s}, in the grammar of the tcp backend's link
+// emulation (DDP_TCP_LINK, dist/link_emulation.hpp: its parser). Throws ddp::Error naming
+// `what` (the flag or variable), the text and the expected form.
 RingLink parse_ring_link(std::string_view text, std::string_view what = "--link");
 
 // {125e6, 50e-6} -> "1 Gbit/s, 50 us".

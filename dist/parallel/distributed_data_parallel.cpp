@@ -1,4 +1,4 @@
-// DistributedDataParallel (see distributed_data_parallel.hpp). Chapter 06.
+// DistributedDataParallel (see distributed_data_parallel.hpp). Chapters 06 and 07.
 #include "dist/parallel/distributed_data_parallel.hpp"
 
 #include <optional>
@@ -50,10 +50,11 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
 Variable DistributedDataParallel::forward(const Variable& x) {
   // Only where the forward will train: an evaluation pass (no grad, or eval mode) reads
   // the running statistics but does not need them equal, and skips the collective.
-  const bool training = grad_enabled() && module_->is_training();
-  if (options_.broadcast_buffers && training) sync_buffers();
+  // Buffers: only where the forward trains. The Reducer: wherever a backward may follow
+  // (an eval-mode forward with grad on, e.g. fine-tuning with frozen BatchNorm, too).
+  if (options_.broadcast_buffers && grad_enabled() && module_->is_training()) sync_buffers();
   Variable output = (*module_)(x);
-  if (reducer_ && training) reducer_->prepare_for_backward(output, require_sync_);
+  if (reducer_ && grad_enabled()) reducer_->prepare_for_backward(output, require_sync_);
   return output;
 }
 

@@ -1,22 +1,23 @@
-// DistributedDataParallel, chapter 06's first DDP: N processes train one model as if
-// they were one process with N times the batch.
+// DistributedDataParallel: N processes train one model as if they were one process with
+// N times the batch. Chapter 06 builds it, chapter 07 makes it PyTorch's.
 //
 //   auto model = std::make_shared<nn::ResNetMnist>(gen);        // same seed on every rank
 //   DistributedDataParallel ddp(model, *group);                 // check + broadcast rank 0's
 //   nn::SGD sgd(model->parameters(), {...});
 //   for each batch of this rank's shard (DistributedSampler):
 //     Variable loss = cross_entropy(ddp(batch.images), batch.labels);
-//     loss.backward();
-//     ddp.average_gradients();                                  // all-reduce, / world
+//     loss.backward();             // Bucketed (the default): averaged in here
+//     ddp.average_gradients();     // Flat, PerParameter: all-reduce, / world; Bucketed: a check
 //     sgd.step();
 //
 // Three things make the replicas one model: they start equal (the constructor checks the
 // layout on every rank and broadcasts rank 0's values), they see the same gradient (the
 // average over ranks, which is the gradient of the mean loss over the global batch), and
-// they apply the same update (same optimizer, same learning rate). average_gradients()
-// comes in two versions a reader can compare (GradientSync): one all-reduce per parameter,
-// and one of all gradients flattened into a buffer. Chapter 07's Reducer does the
-// averaging inside backward, bucket by bucket, instead of after it.
+// they apply the same update (same optimizer, same learning rate). Chapter 06's
+// average_gradients() comes in two versions a reader can compare (GradientSync): one
+// all-reduce per parameter, and one of all gradients flattened into a buffer, both after
+// backward. Chapter 07's Reducer (reducer.hpp), the default, averages inside backward,
+// bucket by bucket, while backward still computes.
 #pragma once
 
 #include <chrono>
@@ -77,13 +78,16 @@ class DistributedDataParallel {
   //   backward(loss_{K-1} / K);  // averages the K micro-batches' gradients over the ranks
   class NoSyncGuard {
    public:
-    explicit NoSyncGuard(DistributedDataParallel& ddp) : ddp_(ddp) { ddp_.require_sync_ = false; }
-    ~NoSyncGuard() { ddp_.require_sync_ = true; }
+    explicit NoSyncGuard(DistributedDataParallel& ddp) : ddp_(ddp), before_(ddp.require_sync_) {
+      ddp_.require_sync_ = false;
+    }
+    ~NoSyncGuard() { ddp_.require_sync_ = before_; }  // nested guards: the outer one still holds
     NoSyncGuard(const NoSyncGuard&) = delete;
     NoSyncGuard& operator=(const NoSyncGuard&) = delete;
 
    private:
     DistributedDataParallel& ddp_;
+    bool before_;
   };
   [[nodiscard]] NoSyncGuard no_sync();
 

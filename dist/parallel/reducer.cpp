@@ -40,6 +40,13 @@ namespace ddp {
 
 // ---- The bucket assignment ------------------------------------------------------------
 
+namespace {
+// The bytes of `floats` float32 gradients: what a bucket cap counts.
+std::int64_t gradient_bytes(std::int64_t floats) {
+  return floats * static_cast<std::int64_t>(sizeof(float));
+}
+}  // namespace
+
 std::vector<std::vector<std::size_t>> assign_buckets(const std::vector<std::int64_t>& bytes,
                                                      const std::vector<std::size_t>& order,
                                                      std::int64_t first_cap, std::int64_t cap) {
@@ -98,7 +105,7 @@ Reducer::Reducer(std::vector<std::pair<std::string, Variable>> parameters, Proce
     DDP_CHECK(p.device() == device, who(), ": parameter '", name, "' is on ", p.device().str(),
               " but '", parameters_[0].first, "' is on ", device.str(),
               "\nhint: move the whole model (module.to(device)) before wrapping it in DDP");
-    bytes.push_back(p.numel() * static_cast<std::int64_t>(sizeof(float)));
+    bytes.push_back(gradient_bytes(p.numel()));
   }
   // Backward produces the last registered parameters' gradients first.
   std::vector<std::size_t> order(parameters_.size());
@@ -142,7 +149,8 @@ void Reducer::build_buckets(const std::vector<std::vector<std::size_t>>& assignm
   buckets_ = std::move(buckets);
   slots_ = std::move(slots);
   // Gradients already there move into the buckets; the others stay undefined until
-  // prepare_for_backward (so that "had no gradient" still means something there).
+  // prepare_for_backward.
+  zero_filled_.resize(parameters_.size(), false);
   for (std::size_t i = 0; i < parameters_.size(); ++i) {
     if (parameters_[i].second.grad().defined()) attach_gradient(i);
   }
@@ -171,25 +179,23 @@ void Reducer::attach_gradient(std::size_t parameter) {
   } else {
     target.zero_();
   }
+  zero_filled_[parameter] = !grad.defined();
   p.set_grad(view);
 }
 
 // ---- One backward pass ----------------------------------------------------------------
 
 void Reducer::prepare_for_backward(const Variable& output, bool sync) {
-  // Hooks fired but the end-of-backward callback never ran: that backward threw.
-  DDP_CHECK(!(expecting_backward_ && callback_queued_), who(),
-            ": a forward began, but the "
-            "last backward stopped half-way (it threw?): its buckets were never reduced"
-            "\nhint: after a failed step the ranks are out of step; end the job (chapter 08 "
-            "covers recovery)");
+  // A backward that threw half-way (hooks fired, no end-of-backward callback), or one
+  // whose reduction failed: buckets were left unreduced on this rank, maybe reduced on
+  // others, and the ranks' collectives are out of step.
+  DDP_CHECK(!broken_ && !(expecting_backward_ && callback_queued_), who(),
+            ": a forward began, but the last backward did not finish its reduction (it "
+            "threw): the ranks are out of step\nhint: end the job (chapter 08 covers "
+            "recovery)");
   if (rebuild_due_) rebuild_from_arrival_order();
   NoGradGuard no_grad;
-  had_gradient_.resize(parameters_.size());
-  for (std::size_t i = 0; i < parameters_.size(); ++i) {
-    had_gradient_[i] = parameters_[i].second.grad().defined();
-    attach_gradient(i);
-  }
+  for (std::size_t i = 0; i < parameters_.size(); ++i) attach_gradient(i);
   expecting_backward_ = true;
   sync_ = sync;
   callback_queued_ = false;
@@ -212,19 +218,26 @@ void Reducer::on_gradient_ready(std::size_t parameter) {
   if (!callback_queued_) {
     callback_queued_ = true;
     queue_backward_callback([this] { finish_backward(); });
-    // Parameters the graph does not reach will get no hook: they are ready now.
-    for (const std::size_t i : unused_) mark_ready(i);
+    // Parameters the graph does not reach will get no hook: they are ready now (with
+    // a zero contribution, should a zero_grad() since the forward have detached them).
+    for (const std::size_t i : unused_) {
+      attach_gradient(i);
+      mark_ready(i);
+    }
   }
   // A user's zero_grad() between forward and backward detaches the view: re-attach.
   attach_gradient(parameter);
-  if (sync_) mark_ready(parameter);
+  zero_filled_[parameter] = false;  // it holds a real gradient now
+  if (sync_) {
+    arrival_order_.push_back(parameter);  // unused ones not: they would lead the rebuild
+    mark_ready(parameter);
+  }
 }
 
 void Reducer::mark_ready(std::size_t parameter) {
   DDP_CHECK(!ready_[parameter], who(), ": parameter '", parameters_[parameter].first,
             "' was marked ready twice in one backward");
   ready_[parameter] = true;
-  arrival_order_.push_back(parameter);
   Bucket& bucket = buckets_[slots_[parameter].bucket];
   if (--bucket.pending == 0) launch_ready_buckets();
 }
@@ -234,6 +247,8 @@ void Reducer::mark_ready(std::size_t parameter) {
 void Reducer::launch_ready_buckets() {
   while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].pending == 0) {
     Bucket& bucket = buckets_[next_bucket_];
+    // (A hook whose launch throws breaks the step: finish_backward never runs, and the
+    // next forward refuses.)
     if (trace::enabled())
       trace::instant("reducer", detail::concat("bucket ", next_bucket_, ": launch"));
     bucket.work = hook_.launch(group_, bucket.flat);
@@ -244,14 +259,32 @@ void Reducer::launch_ready_buckets() {
 // Runs once backward has finished (queue_backward_callback): every gradient this rank
 // will produce exists. Waits for every bucket, then the gradients are averages.
 void Reducer::finish_backward() {
+  try {
+    reduce_buckets();
+  } catch (...) {
+    broken_ = true;  // Note: prepare_for_backward refuses from now on
+    wait_for_launched();
+    throw;
+  }
   expecting_backward_ = false;
-  if (!sync_) return;  // no_sync: the gradients stay local, accumulated in the buckets
+}
+
+void Reducer::drop_zero_filled_gradients() {
+  for (std::size_t i = 0; i < parameters_.size(); ++i) {
+    if (zero_filled_[i]) parameters_[i].second.set_grad(Tensor());
+  }
+}
+
+void Reducer::reduce_buckets() {
+  if (!sync_) {                    // no_sync: the gradients stay local, accumulated in the buckets
+    drop_zero_filled_gradients();  // those no backward wrote to keep none, as before
+    return;
+  }
   std::vector<std::string> missing;
   for (std::size_t i = 0; i < parameters_.size(); ++i) {
     if (!ready_[i]) missing.push_back(parameters_[i].first);
   }
   if (!missing.empty()) {
-    wait_for_launched();
     std::string names;
     for (std::size_t k = 0; k < missing.size() && k < 8; ++k) names += " " + missing[k];
     if (missing.size() > 8) names += detail::concat(" (and ", missing.size() - 8, " more)");
@@ -288,10 +321,12 @@ void Reducer::finish_backward() {
   if (used_work) {
     used_work->wait(options_.timeout);
     const std::vector<std::int64_t> users = used.to_vector<std::int64_t>();
-    // Used nowhere, and no gradient before: leave it without one, as PyTorch does, so that
-    // the optimizer skips it (weight decay and momentum included).
+    // Used nowhere, and no gradient before (only the zeros the Reducer put there): leave
+    // it without one, as PyTorch does, so that the optimizer skips it (weight decay and
+    // momentum included).
     for (std::size_t i = 0; i < parameters_.size(); ++i) {
-      if (users[i] == 0 && !had_gradient_[i]) parameters_[i].second.set_grad(Tensor());
+      if (users[i] == 0 && zero_filled_[i]) parameters_[i].second.set_grad(Tensor());
+      if (users[i] > 0) zero_filled_[i] = false;  // it holds the average of real gradients
     }
   }
   if (rebuilds_ == 0 && options_.rebuild_buckets) rebuild_due_ = true;
@@ -363,7 +398,7 @@ void Reducer::rebuild_from_arrival_order() {
     if (!listed[i]) agreed.push_back(i);
   }
   std::vector<std::int64_t> bytes;
-  for (const auto& [name, p] : parameters_) bytes.push_back(p.numel() * 4);
+  for (const auto& [name, p] : parameters_) bytes.push_back(gradient_bytes(p.numel()));
   const auto assignment =
       assign_buckets(bytes, agreed, options_.first_bucket_bytes, options_.bucket_cap_bytes);
   if (assignment == bucket_assignment()) return;
@@ -404,7 +439,7 @@ std::string Reducer::describe_buckets() const {
     const std::int64_t floats = bucket.flat.numel();
     out << "bucket " << b << ": " << bucket.parameters.size() << " parameter"
         << (bucket.parameters.size() == 1 ? "" : "s") << ", " << floats << " floats ("
-        << (floats * 4 + 512) / 1024 << " KiB):";
+        << (gradient_bytes(floats) + 512) / 1024 << " KiB):";
     for (const std::size_t i : bucket.parameters) out << ' ' << parameters_[i].first;
     out << '\n';
   }

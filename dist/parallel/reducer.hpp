@@ -67,8 +67,8 @@ struct ReducerOptions {
   std::int64_t first_bucket_bytes = 1 * kMiB;  // PyTorch's first bucket: start talking early
   // A parameter may get no gradient in a step (a branch the model skipped). Off: that is
   // an error naming it. On: it counts as ready, with a zero contribution; one used on no
-  // rank keeps the gradient it had (none, if it had none). Costs a graph walk per forward
-  // and one small all-reduce per step.
+  // rank keeps the gradient it had (none, if it had none: the optimizer then skips it).
+  // Costs a graph walk per forward and one small all-reduce per step.
   bool find_unused_parameters = false;
   // After the first step, regroup the buckets in the order the gradients really came.
   bool rebuild_buckets = true;
@@ -96,7 +96,7 @@ class Reducer {
   bool finished() const { return !expecting_backward_; }
 
   // The buckets as a table, one line each (what --print-buckets shows):
-  //   bucket 0: 4 parameters, 2,570 floats (10 KiB): fc.bias fc.weight block3.bn2.bias ...
+  //   bucket 0: 4 parameters, 2570 floats (10 KiB): fc.bias fc.weight block3.bn2.bias ...
   std::string describe_buckets() const;
   // The assignment: the parameter indices of each bucket, in launch order.
   std::vector<std::vector<std::size_t>> bucket_assignment() const;
@@ -125,7 +125,9 @@ class Reducer {
   void mark_ready(std::size_t parameter);
   void launch_ready_buckets();  // in bucket order: Note [Launch order]
   void finish_backward();       // the end-of-backward callback
-  void wait_for_launched();     // before throwing: no collective left behind
+  void reduce_buckets();        // ... its work
+  void drop_zero_filled_gradients();
+  void wait_for_launched();  // before throwing: no collective left behind
   std::vector<std::size_t> unused_in_graph(const Variable& output) const;
   void rebuild_from_arrival_order();
   // Throws on every rank unless every rank holds the same bucket assignment.
@@ -145,13 +147,14 @@ class Reducer {
   bool expecting_backward_ = false;
   bool sync_ = true;
   bool callback_queued_ = false;
-  std::vector<bool> ready_;                 // per parameter
-  std::vector<bool> had_gradient_;          // grad defined before this backward (find_unused)
-  std::vector<std::size_t> unused_;         // found in the graph, marked ready at the first hook
-  std::size_t next_bucket_ = 0;             // the next bucket to launch
+  std::vector<bool> ready_;          // per parameter
+  std::vector<bool> zero_filled_;    // its gradient is only the zeros attach_gradient put there
+  std::vector<std::size_t> unused_;  // found in the graph, marked ready at the first hook
+  std::size_t next_bucket_ = 0;      // the next bucket to launch
   std::vector<std::size_t> arrival_order_;  // this backward's, for the rebuild
   int rebuilds_ = 0;
   bool rebuild_due_ = false;
+  bool broken_ = false;  // a reduction failed: the ranks are out of step for good
 };
 
 }  // namespace ddp

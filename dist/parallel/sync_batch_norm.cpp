@@ -115,8 +115,8 @@ Variable SyncBatchNorm2d::forward(const Variable& x) {
   if (!is_training()) return BatchNorm2d::forward(x);  // running statistics: nothing to sync
   DDP_CHECK(x.dim() == 4 && x.size(1) == num_features_, describe(), ": expected input (B, ",
             num_features_, ", H, W), got ", x.data().describe());
-  return sync_batch_norm(x, weight_, bias_, running_mean_.data(), running_var_.data(),
-                         momentum_, eps_, group_);
+  return sync_batch_norm(x, weight_, bias_, running_mean_.data(), running_var_.data(), momentum_,
+                         eps_, group_);
 }
 
 std::string SyncBatchNorm2d::describe() const {

@@ -15,7 +15,9 @@
 //                that accumulates every rank's K micro-batches and averages.
 //   unused       a model whose branch `extra` only some ranks use, on some steps: without
 //                find_unused_parameters the step fails naming `extra.weight`; with it,
-//                the result matches one process.
+//                the result matches one process (also when the gradients are zeroed
+//                between forward and backward), and a branch no rank used keeps no
+//                gradient.
 // --device cuda runs everything on GPU 0 (tcp and mpi stage CUDA tensors through host
 // memory; nccl needs a GPU per rank); every rank exits 77 (ctest: Skipped) without one.
 // --plant makes a known bug (launch-order: buckets launched as they complete, not in
@@ -110,8 +112,8 @@ double max_difference(const nn::Module& a, const nn::Module& b) {
 }
 
 bool identical_on_all_ranks(const nn::Module& m, ProcessGroup& group) {
-  const std::vector<std::string> all = all_gather_text(
-      group, std::to_string(parameter_hash(m)), m.parameters().front().device());
+  const std::vector<std::string> all =
+      all_gather_text(group, std::to_string(parameter_hash(m)), m.parameters().front().device());
   for (const std::string& h : all) {
     if (h != all[0]) return false;
   }
@@ -370,9 +372,13 @@ int scenario_unused(const Args& args, ProcessGroup& group) {
   nn::SGD sgd = make_sgd(*model), ref_sgd = make_sgd(*reference);
   Checker check{group, "find_unused_parameters vs one process"};
   for (int s = 0; s < kSteps; ++s) {
-    sgd.zero_grad();
     model->use_extra = uses(s, rank);
-    loss_of(ddp(Variable(batch(x_all, s, rank))), batch(y_all, s, rank)).backward();
+    // On odd steps the gradients are zeroed between forward and backward (a common
+    // PyTorch pattern), which takes them off their bucket views.
+    if (s % 2 == 0) sgd.zero_grad();
+    Variable out = ddp(Variable(batch(x_all, s, rank)));
+    if (s % 2 == 1) sgd.zero_grad();
+    loss_of(out, batch(y_all, s, rank)).backward();
     const bool any_rank_uses = [&] {
       for (int r = 0; r < world; ++r)
         if (uses(s, r)) return true;

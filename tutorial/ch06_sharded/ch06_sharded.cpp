@@ -19,6 +19,7 @@
 #include "dist/parallel/replica_check.hpp"
 #include "nn/linear.hpp"
 #include "nn/sgd.hpp"
+#include "tensor/error.hpp"
 #include "tensor/random.hpp"
 
 namespace {
@@ -69,7 +70,9 @@ int main(int argc, char** argv) {
     // (2) A tiny model, 4 inputs -> 2 outputs; every rank a different input.
     Generator gen(0);
     auto model = std::make_shared<nn::Linear>(4, 2, /*bias=*/true, gen);
-    DistributedDataParallel ddp(model, *group);  // rank 0's weights everywhere
+    // Rank 0's weights everywhere; chapter 06's averaging, after backward (the default,
+    // chapter 07's, averages inside backward and there would be no "before" to show).
+    DistributedDataParallel ddp(model, *group, DDPOptions{.gradient_sync = GradientSync::Flat});
     nn::SGD sgd(model->parameters(), nn::SGDOptions{.lr = 0.1});
     Tensor x = full({1, 4}, static_cast<double>(rank + 1));  // rank r sees (r+1, r+1, ...)
     sum(ddp(Variable(x))).backward();
@@ -84,6 +87,9 @@ int main(int argc, char** argv) {
     // (3) The same step everywhere: the same weights everywhere.
     sgd.step();
     ddp.check_in_sync(1);  // throws on every rank if any rank differs
+    // The demonstration's claim, checked: rank 0's input, 1, is below the average,
+    // (W + 1) / 2, so its gradient must have changed.
+    DDP_CHECK(rank != 0 || world == 1 || before != after, "averaging changed nothing");
     if (rank == 0) {
       std::printf(
           "the average is (1 + ... + %d) / %d = %g per input; after the step all %d ranks "
