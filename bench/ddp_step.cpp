@@ -65,14 +65,20 @@ struct Mode {
   std::vector<double> exposed_s = {}, communication_s = {};
 };
 
-// The slowest rank's value of each entry (the step is as slow as its slowest rank).
-std::vector<double> max_over_ranks(ProcessGroup& group, const std::vector<double>& values) {
+// Each entry's maximum (or minimum) over the ranks.
+std::vector<double> over_ranks(ProcessGroup& group, const std::vector<double>& values,
+                               ReduceOp op) {
   std::vector<float> narrowed(values.begin(), values.end());
   Tensor t =
       from_data(std::span<const float>(narrowed), {static_cast<std::int64_t>(narrowed.size())});
-  group.all_reduce(t, ReduceOp::Max)->wait();
+  group.all_reduce(t, op)->wait();
   const auto out = t.to_vector<float>();
   return {out.begin(), out.end()};
+}
+
+// The slowest rank's value of each entry (the step is as slow as its slowest rank).
+std::vector<double> max_over_ranks(ProcessGroup& group, const std::vector<double>& values) {
+  return over_ranks(group, values, ReduceOp::Max);
 }
 
 // The median time of an all-reduce of `bytes` (max over ranks), after a warm-up.
@@ -215,15 +221,18 @@ int main(int argc, char** argv) {
           to_string(link).c_str(),
           emulated_link(*group) ? " (DDP_TCP_LINK, emulated)" : " (measured)");
     }
-    // Per mode: the step, and from the trace the exposed communication (waits) and the
-    // communication (collectives running), medians of the slowest rank's.
+    // Per mode: the step (the slowest rank's), and from the trace the exposed
+    // communication (waits) and the communication (collectives running). For those two,
+    // each step's MINIMUM over the ranks: a rank that finished backward early also waits
+    // for the others to finish theirs, which is their compute, not the network; the last
+    // rank to arrive waits for the network alone.
     std::vector<bench::Timing> step(modes.size());
     std::vector<double> exposed(modes.size()), communication(modes.size());
     for (std::size_t k = 0; k < modes.size(); ++k) {
       step[k] = bench::summarize(max_over_ranks(*group, modes[k].step_s));
-      exposed[k] = bench::summarize(max_over_ranks(*group, modes[k].exposed_s)).median_s;
+      exposed[k] = bench::summarize(over_ranks(*group, modes[k].exposed_s, ReduceOp::Min)).median_s;
       communication[k] =
-          bench::summarize(max_over_ranks(*group, modes[k].communication_s)).median_s;
+          bench::summarize(over_ranks(*group, modes[k].communication_s, ReduceOp::Min)).median_s;
       if (rank == 0) {
         std::printf(
             "np=%d %-13s: step min %.1f ms, median %.1f ms; communication %.1f ms, "

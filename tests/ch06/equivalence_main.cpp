@@ -38,6 +38,7 @@
 #include "tensor/error.hpp"
 #include "tensor/random.hpp"
 #include "tests/support/no_gpu.hpp"
+#include "tests/support/replicas.hpp"
 
 namespace {
 
@@ -113,29 +114,8 @@ nn::SGD make_sgd(const nn::Module& m) {
                  nn::SGDOptions{.lr = kLearningRate, .momentum = 0.9, .weight_decay = 5e-4});
 }
 
-double max_difference(const nn::Module& a, const nn::Module& b) {
-  const auto pa = a.parameters(), pb = b.parameters();
-  double worst = 0.0;
-  for (std::size_t i = 0; i < pa.size(); ++i) {
-    const auto x = pa[i].data().to_vector<float>(), y = pb[i].data().to_vector<float>();
-    for (std::size_t j = 0; j < x.size(); ++j) {
-      worst = std::max(worst, std::fabs(static_cast<double>(x[j]) - static_cast<double>(y[j])));
-    }
-  }
-  return worst;
-}
-
-// True when every rank's parameters are the same bits as rank 0's.
-bool identical_on_all_ranks(const nn::Module& m, ProcessGroup& group) {
-  const auto mine = static_cast<std::int64_t>(parameter_hash(m));
-  Tensor in = from_data(std::span<const std::int64_t>(&mine, 1), {1});
-  Tensor all = empty({group.size()}, TensorOptions{.dtype = DType::Int64});
-  group.all_gather(all, in)->wait();
-  for (std::int64_t h : all.to_vector<std::int64_t>()) {
-    if (h != mine) return false;
-  }
-  return true;
-}
+using test::identical_on_all_ranks;
+using test::max_difference;
 
 // One scenario; returns the number of failed checks on this rank.
 int run(const std::string& norm, GradientSync sync, const Args& args, const Data& data,

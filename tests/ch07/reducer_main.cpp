@@ -40,6 +40,7 @@
 #include "tensor/error.hpp"
 #include "tensor/random.hpp"
 #include "tests/support/no_gpu.hpp"
+#include "tests/support/replicas.hpp"
 
 namespace {
 
@@ -99,26 +100,8 @@ nn::SGD make_sgd(const nn::Module& m) {
                  nn::SGDOptions{.lr = kLearningRate, .momentum = 0.9, .weight_decay = 5e-4});
 }
 
-double max_difference(const nn::Module& a, const nn::Module& b) {
-  const auto pa = a.parameters(), pb = b.parameters();
-  double worst = 0.0;
-  for (std::size_t i = 0; i < pa.size(); ++i) {
-    const auto x = pa[i].data().to_vector<float>(), y = pb[i].data().to_vector<float>();
-    for (std::size_t j = 0; j < x.size(); ++j) {
-      worst = std::max(worst, std::fabs(static_cast<double>(x[j]) - static_cast<double>(y[j])));
-    }
-  }
-  return worst;
-}
-
-bool identical_on_all_ranks(const nn::Module& m, ProcessGroup& group) {
-  const std::vector<std::string> all =
-      all_gather_text(group, std::to_string(parameter_hash(m)), m.parameters().front().device());
-  for (const std::string& h : all) {
-    if (h != all[0]) return false;
-  }
-  return true;
-}
+using test::identical_on_all_ranks;
+using test::max_difference;
 
 struct Checker {
   ProcessGroup& group;

@@ -2,6 +2,7 @@
 // recorder become one timeline on one time axis, each rank a process "rank R"; missing,
 // corrupt and duplicate inputs are clear errors naming the file.
 #include <catch2/catch.hpp>
+#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
@@ -22,8 +23,10 @@ namespace trace = ddp::trace;
 
 namespace {
 
+// A folder of this process's own: ctest runs each test case as a process, in parallel.
 fs::path scratch() {
-  const fs::path dir = fs::temp_directory_path() / "ddp_ch07_trace_merge";
+  const fs::path dir = fs::temp_directory_path() /
+                       ("ddp_ch07_trace_merge." + std::to_string(::getpid()));
   fs::create_directories(dir);
   return dir;
 }
