@@ -38,6 +38,7 @@
 #include "tensor/error.hpp"
 #include "tensor/random.hpp"
 #include "tests/support/no_gpu.hpp"
+#include "tests/support/rank_args.hpp"
 #include "tests/support/replicas.hpp"
 
 namespace {
@@ -67,28 +68,7 @@ constexpr double kTolerance = 1e-4;
 
 constexpr double kLearningRate = 0.01;  // Note [The equivalence tolerance]
 
-struct Args {
-  std::string backend = "tcp";
-  Device device = Device::cpu();
-  std::string plant = "none";  // none | sum | different-model | drift
-};
-
-Args parse(int argc, char** argv) {
-  Args a;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string flag = argv[i];
-    if (flag == "--backend") {
-      a.backend = argv[i + 1];
-    } else if (flag == "--device") {
-      a.device = Device::parse(argv[i + 1]);
-    } else if (flag == "--plant") {
-      a.plant = argv[i + 1];
-    } else {
-      DDP_FAIL("ch06_equivalence: unknown flag ", flag);
-    }
-  }
-  return a;
-}
+using Args = test::RankArgs;
 
 struct Data {
   Tensor images;  // (kSteps * B, 1, 28, 28)
@@ -204,7 +184,9 @@ int run_different_model(ProcessGroup& group) {
 int main(int argc, char** argv) {
   int rank = -1;
   try {
-    const Args args = parse(argc, argv);
+    const Args args = test::parse_rank_args(argc, argv, "ch06_equivalence");
+    DDP_CHECK(args.scenario == "all", "ch06_equivalence has no --scenario (got ", args.scenario,
+              ")");
     if (args.device.is_cuda() && cuda::device_count() == 0) return test::skip_without_gpu();
     InitOptions init;
     init.backend = args.backend;

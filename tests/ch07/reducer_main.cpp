@@ -40,6 +40,7 @@
 #include "tensor/error.hpp"
 #include "tensor/random.hpp"
 #include "tests/support/no_gpu.hpp"
+#include "tests/support/rank_args.hpp"
 #include "tests/support/replicas.hpp"
 
 namespace {
@@ -59,31 +60,7 @@ constexpr double kDdpTolerance = 1e-6;
 // [The equivalence tolerance] in tests/ch06/equivalence_main.cpp explains 1e-4.
 constexpr double kTolerance = 1e-4;
 
-struct Args {
-  std::string backend = "tcp";
-  Device device = Device::cpu();
-  std::string scenario = "all";
-  std::string plant = "none";
-};
-
-Args parse(int argc, char** argv) {
-  Args a;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string flag = argv[i];
-    if (flag == "--backend") {
-      a.backend = argv[i + 1];
-    } else if (flag == "--scenario") {
-      a.scenario = argv[i + 1];
-    } else if (flag == "--plant") {
-      a.plant = argv[i + 1];
-    } else if (flag == "--device") {
-      a.device = Device::parse(argv[i + 1]);
-    } else {
-      DDP_FAIL("ch07_reducer: unknown flag ", flag);
-    }
-  }
-  return a;
-}
+using Args = test::RankArgs;
 
 Tensor synthetic_images(std::int64_t n, std::uint64_t seed) {
   Generator gen(seed);
@@ -394,7 +371,7 @@ int scenario_unused(const Args& args, ProcessGroup& group) {
 int main(int argc, char** argv) {
   int rank = -1;
   try {
-    const Args args = parse(argc, argv);
+    const Args args = test::parse_rank_args(argc, argv, "ch07_reducer");
     if (args.device.is_cuda() && cuda::device_count() == 0) return test::skip_without_gpu();
     InitOptions init;
     init.backend = args.backend;

@@ -40,6 +40,7 @@
 #include "tensor/error.hpp"
 #include "tensor/random.hpp"
 #include "tests/ch07/comm_hook/bf16_reference.hpp"
+#include "tests/support/rank_args.hpp"
 
 namespace {
 
@@ -49,28 +50,7 @@ constexpr std::int64_t kGlobalBatch = 12;  // splits evenly over 1, 2, 3 and 4 r
 constexpr int kSteps = 3;
 constexpr std::uint64_t kSeed = 11;
 
-struct Args {
-  std::string backend = "tcp";
-  std::string scenario = "all";
-  std::string plant = "none";
-};
-
-Args parse(int argc, char** argv) {
-  Args a;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string flag = argv[i];
-    if (flag == "--backend") {
-      a.backend = argv[i + 1];
-    } else if (flag == "--scenario") {
-      a.scenario = argv[i + 1];
-    } else if (flag == "--plant") {
-      a.plant = argv[i + 1];
-    } else {
-      DDP_FAIL("ch07_comm_hook: unknown flag ", flag);
-    }
-  }
-  return a;
-}
+using Args = test::RankArgs;
 
 // The hook under test, or the planted bug: the average left as a sum (x W after finish).
 CommHook hook_under_test(const Args& args) {
@@ -182,21 +162,20 @@ int check_gradients(const Args& args, ProcessGroup& group, const Case& c) {
       if (got[p][i] != expected) {
         if (wrong++ < 3) {
           fail(detail::concat("parameter ", p, " element ", i, ": the hook gave ", got[p][i],
-                              ", the average of the bf16-rounded local gradients is ",
-                              expected));
+                              ", the average of the bf16-rounded local gradients is ", expected));
         }
       }
       // bf16 rounding: at most 2^-8 of each |g_r| (half an ulp of 8 significant bits);
       // the float32 sums on either side add a few 2^-24 of it; a subnormal bf16 is off by
       // at most 2^-134 absolute.
       const double difference = std::fabs(static_cast<double>(got[p][i]) - plain_got[p][i]);
-      const double bound = (std::ldexp(1.0, -8) + std::ldexp(1.0, -18)) * magnitude +
-                           std::ldexp(1.0, -133);
+      const double bound =
+          (std::ldexp(1.0, -8) + std::ldexp(1.0, -18)) * magnitude + std::ldexp(1.0, -133);
       if (difference > 0) ++rounded;
       if (magnitude > 0) worst_ratio = std::max(worst_ratio, difference / magnitude);
       if (!(difference <= bound) && outside++ < 3) {
-        fail(detail::concat("parameter ", p, " element ", i, ": the hook's ", got[p][i],
-                            " is ", difference, " from the plain all-reduce's ", plain_got[p][i],
+        fail(detail::concat("parameter ", p, " element ", i, ": the hook's ", got[p][i], " is ",
+                            difference, " from the plain all-reduce's ", plain_got[p][i],
                             ", more than the bf16 bound ", bound));
       }
     }
@@ -221,13 +200,13 @@ int check_gradients(const Args& args, ProcessGroup& group, const Case& c) {
   if (!same_on_all_ranks(group, std::to_string(parameter_hash(*model)))) {
     fail(detail::concat("parameters differ between ranks after ", kSteps, " steps"));
   }
-  std::printf("rank %d/%d (%s): %s: %lld values, %zu buckets; equal to the reference: %lld; "
-              "differ from the plain all-reduce: %lld, by at most %.3g x mean|g_r| "
-              "(bound 2^-8 = %.3g)\n",
-              rank, world, group.backend_name().c_str(), c.name.c_str(),
-              static_cast<long long>(total), ddp.reducer().bucket_assignment().size(),
-              static_cast<long long>(total - wrong), static_cast<long long>(rounded),
-              worst_ratio, std::ldexp(1.0, -8));
+  std::printf(
+      "rank %d/%d (%s): %s: %lld values, %zu buckets; equal to the reference: %lld; "
+      "differ from the plain all-reduce: %lld, by at most %.3g x mean|g_r| "
+      "(bound 2^-8 = %.3g)\n",
+      rank, world, group.backend_name().c_str(), c.name.c_str(), static_cast<long long>(total),
+      ddp.reducer().bucket_assignment().size(), static_cast<long long>(total - wrong),
+      static_cast<long long>(rounded), worst_ratio, std::ldexp(1.0, -8));
   std::fflush(stdout);
   return failures;
 }
@@ -235,7 +214,8 @@ int check_gradients(const Args& args, ProcessGroup& group, const Case& c) {
 int scenario_gradients(const Args& args, ProcessGroup& group) {
   const std::int64_t n = kSteps * kGlobalBatch;
   Generator data(5);
-  Case resnet{"ResNet, cap 100 kB", [](Generator& g) -> std::shared_ptr<nn::Module> {
+  Case resnet{"ResNet, cap 100 kB",
+              [](Generator& g) -> std::shared_ptr<nn::Module> {
                 return std::make_shared<nn::ResNetMnist>(g);
               },
               100'000, randn({n, 1, 28, 28}, data), cyclic_labels(n, 10)};
@@ -257,17 +237,20 @@ int scenario_specials(const Args& args, ProcessGroup& group) {
   // Rank r's bucket, value by value (9: an odd length, padded on the wire).
   auto bucket_of = [&](int r) {
     return std::vector<float>{
-        tiny,                      // with the next: slot 0x7f800001 on rank 0, a sNaN's bits
-        r == 0 ? inf : 1.0f,       // Inf on one rank: the average is Inf
-        1.00390625f,               // 1 + 2^-8: a tie, rounds to 1
-        1e-40f * (r + 1),          // float32 subnormals
+        tiny,                         // with the next: slot 0x7f800001 on rank 0, a sNaN's bits
+        r == 0 ? inf : 1.0f,          // Inf on one rank: the average is Inf
+        1.00390625f,                  // 1 + 2^-8: a tie, rounds to 1
+        1e-40f * (r + 1),             // float32 subnormals
         r == world - 1 ? nan : 2.0f,  // NaN on one rank: NaN
-        3e38f,                     // finite in bf16, the float32 sum overflows: Inf
+        3e38f,                        // finite in bf16, the float32 sum overflows: Inf
         0.1f * static_cast<float>(r + 1),
         // 1 + 2^30 - 2^30 - ...: 0 in rank order, 1 in another. Sums of bf16 values are
         // exact in float32 unless their exponents lie far apart, so gradients alone would
         // not show a rank that sums in its own order; this value does (W >= 3).
-        r == 0 ? 1.0f : r == 1 ? 0x1p30f : r == 2 ? -0x1p30f : 0.0f,
+        r == 0   ? 1.0f
+        : r == 1 ? 0x1p30f
+        : r == 2 ? -0x1p30f
+                 : 0.0f,
         -5.5f};
   };
   Tensor bucket = from_data(bucket_of(rank), {9});
@@ -283,7 +266,8 @@ int scenario_specials(const Args& args, ProcessGroup& group) {
     const bool ok =
         std::isnan(expected) ? std::isnan(got[i]) : bits_of(got[i]) == bits_of(expected);
     if (!ok) {
-      std::fprintf(stderr, "rank %d: specials: value %zu: the hook gave %g (0x%08x), "
+      std::fprintf(stderr,
+                   "rank %d: specials: value %zu: the hook gave %g (0x%08x), "
                    "expected %g (0x%08x): the bucket differs from the reference\n",
                    rank, i, got[i], bits_of(got[i]), expected, bits_of(expected));
       ++failures;
@@ -306,7 +290,9 @@ int scenario_specials(const Args& args, ProcessGroup& group) {
 int main(int argc, char** argv) {
   int rank = -1;
   try {
-    const Args args = parse(argc, argv);
+    const Args args = test::parse_rank_args(argc, argv, "ch07_comm_hook");
+    DDP_CHECK(!args.device.is_cuda(), "ch07_comm_hook runs on the CPU only (--device ",
+              args.device.str(), ")");
     InitOptions init;
     init.backend = args.backend;
     init.timeout = std::chrono::seconds(60);
@@ -317,8 +303,8 @@ int main(int argc, char** argv) {
     if (all || args.scenario == "gradients") failures += scenario_gradients(args, *group);
     if (all || args.scenario == "specials") failures += scenario_specials(args, *group);
     group->barrier()->wait();
-    if (failures == 0 && rank == 0) std::printf("PASS: %s on %d ranks\n", args.scenario.c_str(),
-                                                group->size());
+    if (failures == 0 && rank == 0)
+      std::printf("PASS: %s on %d ranks\n", args.scenario.c_str(), group->size());
     return failures == 0 ? 0 : 3;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ch07_comm_hook rank %d: error: %s\n", rank, e.what());
