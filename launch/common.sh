@@ -63,13 +63,20 @@ ddp_program() {
 # favour. The node rank differs per node, so it is read on the node: bash -c runs there.
 # The one task per node holds the CPUs of all that node's ranks.
 ddp_ddprun_per_node() {
+  ddp_ddprun_per_node_command "$@"
+  "${DDP_COMMAND[@]}"
+}
+# ddp_ddprun_per_node_command PROGRAM [ARGS...]: sets the array DDP_COMMAND to that srun
+# command line without running it, for a caller that runs it its own way (chapter 08's
+# ddp_run_stoppable: a shell function cannot be sent a signal, a command can).
+ddp_ddprun_per_node_command() {
   local ddprun per_node
   ddprun=$(ddp_program ddprun) || exit 2
   per_node=${SLURM_TASKS_PER_NODE%%[(,]*}   # "2(x2)": 2 tasks on each of 2 nodes -> 2
-  srun --ntasks="$SLURM_NNODES" --ntasks-per-node=1 \
+  DDP_COMMAND=(srun --ntasks="$SLURM_NNODES" --ntasks-per-node=1
     --cpus-per-task=$((per_node * ${SLURM_CPUS_PER_TASK:-1})) bash -c 'exec "$0" --nnodes "$SLURM_NNODES" \
     --node-rank "$SLURM_NODEID" --master-addr "$MASTER_ADDR" --master-port "$MASTER_PORT" \
-    "$@"' "$ddprun" --nproc-per-node "$per_node" "$@"
+    "$@"' "$ddprun" --nproc-per-node "$per_node" "$@")
 }
 
 # ddp_merge_trace TRACE.json RANKS: after `ddp-train --trace TRACE.json` on RANKS ranks,
@@ -125,3 +132,28 @@ export DDP_HOSTS
 
 echo "launch: job ${DDP_JOB_ID:-?} on ${DDP_HOSTS}; master ${MASTER_ADDR}:${MASTER_PORT};" \
      "programs from $DDP_BIN"
+
+# ddp_run_stoppable COMMAND [ARGS...]: runs COMMAND (a launcher: srun, mpirun, ddprun)
+# in the background and passes SIGUSR1, SIGTERM and SIGINT sent to this script on to it;
+# returns COMMAND's exit code. Chapter 08. A batch script is the process that a scheduler
+# warns (SLURM's --signal=B:USR1@T, PBS's SIGTERM at the walltime), but bash runs a trap
+# only between commands: while a foreground srun runs, the warning would wait for it to
+# end. So the launcher runs in the background, and `wait` (which a trapped signal
+# interrupts) is repeated until the launcher has really exited. srun, mpirun and ddprun
+# each pass the signal on to every rank; ddp-train stops after its step, saves, exits 75.
+ddp_run_stoppable() {
+  local pid rc sig
+  "$@" &
+  pid=$!
+  for sig in USR1 TERM INT; do
+    # shellcheck disable=SC2064  # $pid and $sig now, on purpose
+    trap "echo \"launch: got SIG$sig, passing it on\" >&2; kill -$sig $pid 2>/dev/null" $sig
+  done
+  while :; do
+    rc=0
+    wait "$pid" || rc=$?
+    kill -0 "$pid" 2>/dev/null || break   # exited (rather than: wait interrupted by a trap)
+  done
+  trap - USR1 TERM INT
+  return "$rc"
+}

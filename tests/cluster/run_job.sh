@@ -6,6 +6,11 @@
 #     METHOD  sbatch  `sbatch --wait SCRIPT` on the local cluster (its exit code = the job's)
 #             qsub    `qsub SCRIPT`, then wait for the job in the cluster's jobcomp log
 #             direct  `bash SCRIPT` (the .mpirun.sh scripts)
+#             sbatch-warned  chapter 08: `sbatch SCRIPT`, and once ddp-train is training,
+#                     the time-limit warning that `#SBATCH --signal=B:USR1@T` would send
+#                     (scancel --signal=USR1 --batch); the job must save, requeue itself
+#                     and finish in its second run (SLURM's requeue delay is skipped with
+#                     scontrol update StartTime=now)
 #     CHECK   line PATTERN...          each regex PATTERN matches some line of the log
 #             train                    ddp-train's `final:` line is there
 #             train-as-ddprun RANKS    ddp-train ran on RANKS ranks, and its header, epoch
@@ -16,6 +21,9 @@
 #             traced-train-as-ddprun RANKS  the same, and the job traced its training
 #                                      (check_trace below): rank 0's timeline summary per
 #                                      epoch, and one merged trace file with every rank
+#             requeued-train-as-ddprun RANKS  after sbatch-warned: the first run stopped
+#                                      and requeued, the second resumed, and the second
+#                                      run's results equal train-as-ddprun's reference
 #             hello RANKS LAUNCHER HOST...  rank 0's table: RANKS rows, ranks 0..RANKS-1
 #                                      once each, placed in blocks on the HOSTs in order,
 #                                      all set up by LAUNCHER; ddp-doctor said OK first
@@ -23,8 +31,8 @@
 # Environment: DDP_ROOT (repository), DDP_BUILD (build tree), LOCAL_SLURM_DIR (the
 # cluster started by cluster.sh); anything else the job needs (DDP_LAUNCH, DDP_TRAIN_ARGS)
 # is exported by ctest and reaches the job with the rest of the environment. The harness
-# sets DDP_TRACE_DIR to its scratch folder: a job's trace files go there, not into the
-# repository it is submitted from.
+# sets DDP_TRACE_DIR and DDP_CKPT_DIR to its scratch folder: a job's trace files and
+# checkpoints go there, not into the repository it is submitted from.
 # Exits 0 on success, 77 when SLURM is not installed (ctest: Skipped), 1 otherwise.
 set -uo pipefail
 
@@ -45,6 +53,7 @@ scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 log=$scratch/job.log
 export DDP_TRACE_DIR=$scratch   # /tmp: the local cluster's nodes share it, like a cluster's
+export DDP_CKPT_DIR=$scratch    # chapter 08's checkpoints, likewise
 
 if [[ $method != direct ]]; then
   if ! command -v sbatch >/dev/null || ! command -v slurmctld >/dev/null; then
@@ -101,11 +110,49 @@ case $method in
     done
     [[ -n $rc ]] || { scancel "$job_id"; rc=124; }
     ;;
+  sbatch-warned)
+    job_id=$(sbatch --parsable --job-name="ddp-ctest-$$" --output="$log" "$script" 2>&1) ||
+      fail "sbatch failed: $job_id"
+    echo "sbatch: job $job_id"
+    # wait_for SECONDS COMMAND...: polls COMMAND every 0.2 s; false when time runs out.
+    wait_for() {
+      local limit=$(($1 * 5))
+      shift
+      for ((waited = 0; waited < limit; ++waited)); do
+        "$@" && return 0
+        sleep 0.2
+      done
+      return 1
+    }
+    log_has() { grep -Eq "$1" "$log" 2>/dev/null; }
+    finished() {
+      record=$(grep "^JobId=$job_id .* JobState=\(COMPLETED\|FAILED\|CANCELLED\|TIMEOUT\|NODE_FAIL\|OUT_OF_MEMORY\) " \
+               "$LOCAL_SLURM_DIR/log/jobcomp.log" 2>/dev/null | tail -n 1)
+      [[ -n $record ]]
+    }
+    rc=124
+    # Training has begun once rank 0 has printed its recipe and a few steps have passed.
+    if wait_for 60 log_has '^(\[rank 0\] )?ddp-train: device '; then
+      sleep 4
+      echo "scancel --signal=USR1 --batch $job_id   (the time-limit warning, now)"
+      scancel --signal=USR1 --batch "$job_id"
+      if wait_for 90 log_has '^launch: stopped and saved; requeueing job'; then
+        # The requeued job waits for SLURM's requeue delay (about two minutes) first.
+        wait_for 30 bash -c "scontrol update JobId=$job_id StartTime=now 2>/dev/null"
+        if wait_for 150 finished; then
+          echo "jobcomp: $record"
+          code=$(sed -n 's/.* ExitCode=\([0-9]*\):.*/\1/p' <<<"$record")
+          rc=${code:-1}
+        fi
+      fi
+    fi
+    ((rc != 124)) || scancel "$job_id"
+    ;;
   direct)
     timeout "$job_timeout" bash "$script" >"$log" 2>&1
     rc=$?
     ;;
-  *) fail "unknown method '$method' (sbatch, qsub or direct)" ;;
+  *) fail "unknown method '$method' (sbatch, sbatch-warned, qsub or direct)" ;;
 esac
 
 echo "---- job log: $method $script (exit code $rc, $(($(date +%s) - start)) s) ----"
@@ -168,6 +215,18 @@ case $check in
     grep -Eq '^final: test accuracy [0-9.]+% \([0-9]+/[0-9]+ after epoch [0-9]+\)' "$log" ||
       fail "ddp-train's 'final:' line is missing"
     ;;
+  requeued-train-as-ddprun)
+    # The first run was told to stop, saved and requeued the job; the second resumed from
+    # the checkpoint. Only the second run's lines are compared with the reference.
+    grep -Eq '^launch: stopped and saved; requeueing job' "$log" ||
+      fail "the first run did not stop, save and requeue"
+    grep -Eq '^launch: run 2 of job' "$log" || fail "the job did not run a second time"
+    grep -Eq '^resumed from .*ch08_teardown-[0-9]+\.ckpt' "$log" ||
+      fail "the second run did not resume from the job's checkpoint"
+    sed -n '/^launch: run 2 of job/,$p' "$log" | grep -v '^resumed from ' >"$scratch/second"
+    log=$scratch/second
+    check=train-as-ddprun
+    ;&
   train-as-ddprun | traced-train-as-ddprun)
     # Where the ranks run must not change the arithmetic: the tcp ring adds in an order
     # that depends on the ranks alone. DDP_TRAIN_ARGS is the job's flags (ctest sets it,
