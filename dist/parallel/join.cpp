@@ -11,6 +11,7 @@
 
 #include "autograd/grad_mode.hpp"
 #include "dist/launch_env.hpp"
+#include "dist/parallel/sync_batch_norm.hpp"
 #include "tensor/error.hpp"
 
 namespace ddp {
@@ -88,6 +89,14 @@ Join::Join(DistributedDataParallel& ddp, JoinOptions options) : ddp_(ddp), optio
   DDP_CHECK(ddp_.join_ == nullptr, who(),
             ": this DistributedDataParallel is already in a Join"
             "\nhint: one Join per DDP at a time; call finish() on the first one");
+  // A collective inside the model's forward has no shadow: the joined ranks do not run the
+  // model. SyncBatchNorm2d all-reduces batch statistics there.
+  for (const auto& [name, module] : ddp_.module().named_modules()) {
+    DDP_CHECK(dynamic_cast<const SyncBatchNorm2d*>(module) == nullptr, who(), ": module '", name,
+              "' is a SyncBatchNorm2d, whose forward all-reduces batch statistics that a rank "
+              "which has joined cannot shadow\nhint: use BatchNorm2d inside a Join, or give "
+              "every rank the same number of batches (DistributedSampler, drop_last)");
+  }
   ddp_.join_ = this;
 }
 

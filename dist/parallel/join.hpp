@@ -62,7 +62,12 @@ class Join {
   // Every rank of ddp's group makes one, before its first forward of the loop. Registers
   // with `ddp` (no collective): each forward of ddp with grad on then counts as one
   // training iteration, and must be followed by its backward (and, for Flat and
-  // PerParameter, by average_gradients()). One Join per DDP at a time. `ddp` must outlive it.
+  // PerParameter, by average_gradients()). Between the constructor and finish(), only those
+  // may communicate: other collectives (check_in_sync, sync_buffers, the program's own)
+  // belong before the Join or after finish(), since a joined rank cannot shadow them. A
+  // model with SyncBatchNorm2d is refused for the same reason (its forward all-reduces).
+  // Every GradientSync works; no_sync() too, on the same iterations on every rank. One
+  // Join per DDP at a time; `ddp` must outlive it.
   explicit Join(DistributedDataParallel& ddp, JoinOptions options = {});
   // Unregisters. Never communicates, never throws; a Join left without finish() outside
   // an exception says so on stderr (the other ranks will then time out waiting for it).

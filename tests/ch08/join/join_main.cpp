@@ -14,6 +14,7 @@
 //                       the timeout + 5 s, printing "error after T s" (expect_uneven_failure.sh).
 // --divisor initial|active: JoinOptions::divide_by_initial_world_size true or false.
 // --sync bucketed|flat|per-parameter: DDPOptions::gradient_sync.
+// --find-unused 1: the Reducer's find_unused_parameters (its extra all-reduce, shadowed too).
 // --plant world-divisor: the Join divides by the world size while the reference divides by
 // the ranks that trained (run it with --divisor active): the comparison must fail.
 //
@@ -25,7 +26,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -64,6 +64,7 @@ struct Args {
   std::string divisor = "initial";
   std::string sync = "bucketed";
   std::string plant = "none";
+  bool find_unused = false;
   std::vector<int> batches;  // per rank; default below
   int timeout_s = 60;
 };
@@ -84,6 +85,8 @@ Args parse_args(int argc, char** argv) {
       a.sync = value;
     } else if (flag == "--plant") {
       a.plant = value;
+    } else if (flag == "--find-unused") {
+      a.find_unused = value == "1";
     } else if (flag == "--timeout") {
       a.timeout_s = std::stoi(value);
     } else if (flag == "--batches") {
@@ -91,7 +94,8 @@ Args parse_args(int argc, char** argv) {
       for (std::string n; std::getline(list, n, ',');) a.batches.push_back(std::stoi(n));
     } else {
       DDP_FAIL("ch08_join: unknown flag ", flag,
-               " (--backend, --scenario, --divisor, --sync, --plant, --timeout, --batches)");
+               " (--backend, --scenario, --divisor, --sync, --plant, --timeout, --batches, "
+               "--find-unused)");
     }
   }
   DDP_CHECK(a.divisor == "initial" || a.divisor == "active",
@@ -233,6 +237,7 @@ int run_join(const Args& args, ProcessGroup& group, int micro) {
   auto model = std::make_shared<Small>(gen);
   DDPOptions options{.gradient_sync = parse_sync(args.sync)};
   options.reducer.bucket_cap_bytes = options.reducer.first_bucket_bytes = 256;  // 3 buckets
+  options.reducer.find_unused_parameters = args.find_unused;  // one more all-reduce to shadow
   DistributedDataParallel ddp(model, group, options);
   nn::SGD sgd = make_sgd(*model);
   // The planted bug: the Join told to divide by W where the reference divides by the

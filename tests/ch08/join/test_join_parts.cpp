@@ -1,7 +1,7 @@
 // Chapter 08's Join, one process: the arithmetic of the join count (read_join_round: who
 // trains, the buffer and final-sync roots, the divisor, ranks that disagree), and a Join on
-// a world of one (finish() with nothing to shadow; the registration rules). The Join
-// across ranks is join_main.cpp's.
+// a world of one (finish() with nothing to shadow; the registration rules; SyncBatchNorm2d
+// refused). The Join across ranks is join_main.cpp's.
 #include <catch2/catch.hpp>
 
 #include <cstdint>
@@ -10,9 +10,11 @@
 
 #include "autograd/functions.hpp"
 #include "dist/parallel/join.hpp"
+#include "dist/parallel/sync_batch_norm.hpp"
 #include "dist/process_group_tcp.hpp"
 #include "dist/tcp_store.hpp"
 #include "nn/linear.hpp"
+#include "nn/resnet_mnist.hpp"
 #include "tensor/error.hpp"
 #include "tensor/random.hpp"
 
@@ -92,4 +94,13 @@ TEST_CASE("a Join on a world of one: nothing to shadow, the model stays", "[join
   Join again(ddp);  // the first one unregistered
   again.finish();
   CHECK(again.final_root() == -1);  // no forward inside it: nobody trained
+}
+
+TEST_CASE("a Join refuses a model with SyncBatchNorm2d, whose forward it cannot shadow", "[join]") {
+  auto group = world_of_one();
+  Generator gen(4);
+  auto model = std::make_shared<nn::ResNetMnist>(gen);
+  convert_sync_batchnorm(*model, *group);
+  DistributedDataParallel ddp(model, *group);
+  CHECK_THROWS_WITH(Join(ddp), Catch::Contains("SyncBatchNorm2d") && Catch::Contains("hint:"));
 }
