@@ -1,9 +1,12 @@
-// DistributedDataParallel (see distributed_data_parallel.hpp). Chapters 06 and 07.
+// DistributedDataParallel (see distributed_data_parallel.hpp). Chapters 06 and 07; chapter
+// 08's part of the Join (the count in forward, shadow_iteration, broadcast_model_from) at
+// the end.
 #include "dist/parallel/distributed_data_parallel.hpp"
 
 #include <optional>
 
 #include "autograd/grad_mode.hpp"
+#include "dist/parallel/join.hpp"
 #include "dist/parallel/replica_check.hpp"
 #include "tensor/error.hpp"
 #include "tensor/trace.hpp"
@@ -26,7 +29,7 @@ const char* to_string(GradientSync sync) {
 
 DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> module,
                                                  ProcessGroup& group, DDPOptions options)
-    : module_(std::move(module)), group_(group), options_(options) {
+    : module_(std::move(module)), group_(group), options_(options), divisor_(group.size()) {
   DDP_CHECK(module_ != nullptr, "DistributedDataParallel: null module");
   parameters_ = module_->named_parameters();
   // Same layout everywhere, or a clear error on every rank before any gradient moves.
@@ -36,7 +39,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   NoGradGuard no_grad;
   std::vector<Tensor> values;
   for (const auto& [name, p] : parameters_) values.push_back(p.data());
-  broadcast_coalesced(values);
+  broadcast_coalesced(values, /*root=*/0);
   sync_buffers();
   if (options_.gradient_sync == GradientSync::Bucketed) {
     ReducerOptions reducer = options_.reducer;
@@ -52,9 +55,19 @@ Variable DistributedDataParallel::forward(const Variable& x) {
   // the running statistics but does not need them equal, and skips the collective.
   // Buffers: only where the forward trains. The Reducer: wherever a backward may follow
   // (an eval-mode forward with grad on, e.g. fine-tuning with frozen BatchNorm, too).
-  if (options_.broadcast_buffers && grad_enabled() && module_->is_training()) sync_buffers();
+  const bool broadcasts = options_.broadcast_buffers && grad_enabled() && module_->is_training();
+  int buffer_root = 0;
+  divisor_ = group_.size();
+  if (join_ != nullptr && grad_enabled()) {
+    // Chapter 08: one training iteration inside a Join. First the count that tells the
+    // joined ranks what to shadow (Note [Counting who still trains] in join.cpp).
+    const JoinRound round = join_->notify_training(require_sync_, broadcasts);
+    buffer_root = round.lowest;
+    divisor_ = round.divisor;
+  }
+  if (broadcasts) sync_buffers_from(buffer_root);
   Variable output = (*module_)(x);
-  if (reducer_ && grad_enabled()) reducer_->prepare_for_backward(output, require_sync_);
+  if (reducer_ && grad_enabled()) reducer_->prepare_for_backward(output, require_sync_, divisor_);
   return output;
 }
 
@@ -72,17 +85,19 @@ Reducer& DistributedDataParallel::reducer() const {
   return *reducer_;
 }
 
-void DistributedDataParallel::sync_buffers() {
+void DistributedDataParallel::sync_buffers() { sync_buffers_from(/*root=*/0); }
+
+void DistributedDataParallel::sync_buffers_from(int root) {
   NoGradGuard no_grad;
   std::vector<Tensor> floats, int64s;
   for (const auto& [name, b] : module_->named_buffers()) {
     (b.dtype() == DType::Int64 ? int64s : floats).push_back(b);
   }
-  broadcast_coalesced(floats);
-  broadcast_coalesced(int64s);
+  broadcast_coalesced(floats, root);
+  broadcast_coalesced(int64s, root);
 }
 
-void DistributedDataParallel::broadcast_coalesced(const std::vector<Tensor>& tensors) {
+void DistributedDataParallel::broadcast_coalesced(const std::vector<Tensor>& tensors, int root) {
   // One collective for all of them (PyTorch coalesces too): the buffers of the ResNet are
   // 18 small tensors, and 18 broadcasts would pay 18 latencies per step.
   if (tensors.empty()) return;
@@ -95,7 +110,7 @@ void DistributedDataParallel::broadcast_coalesced(const std::vector<Tensor>& ten
     flat.narrow(0, offset, t.numel()).view(t.shape()).copy_(t);
     offset += t.numel();
   }
-  group_.broadcast(flat, /*root=*/0)->wait(options_.timeout);
+  group_.broadcast(flat, root)->wait(options_.timeout);
   offset = 0;
   for (Tensor t : tensors) {  // a handle: copy_ writes into the module's storage
     t.copy_(flat.narrow(0, offset, t.numel()).view(t.shape()));
@@ -135,6 +150,7 @@ void DistributedDataParallel::average_gradients() {
 // Rank r's loss is the mean over its b images, so its gradient g_r is that of its mean.
 // The global batch's mean loss is the mean of the ranks' means (all shards have b images),
 // so its gradient is (g_0 + ... + g_{W-1}) / W: an all-reduce (sum) and a division.
+// (Inside a Join, chapter 08, the division is by divisor_: Note [Which divisor] in join.cpp.)
 // Every rank receives the same sum (a ring reduces each chunk on one rank and passes on
 // the result), so every rank applies the same update, bit for bit.
 
@@ -149,8 +165,8 @@ void DistributedDataParallel::average_each_parameter(const std::vector<Tensor>& 
     if (trace::enabled()) wait.emplace("wait", "wait for the all-reduces");
     for (const auto& work : pending) work->wait(options_.timeout);
   }
-  const float inverse_world = 1.0f / static_cast<float>(group_.size());
-  for (Tensor g : grads) g.mul_(inverse_world);
+  const float inverse = 1.0f / static_cast<float>(divisor_);  // 1/W outside a Join
+  for (Tensor g : grads) g.mul_(inverse);
 }
 
 // The flattened version: every collective pays a fixed cost (a round of messages around
@@ -171,7 +187,7 @@ void DistributedDataParallel::average_flattened(const std::vector<Tensor>& grads
     if (trace::enabled()) wait.emplace("wait", "wait for the all-reduce");
     group_.all_reduce(flat, ReduceOp::Sum)->wait(options_.timeout);
   }
-  flat.mul_(1.0f / static_cast<float>(group_.size()));
+  flat.mul_(1.0f / static_cast<float>(divisor_));  // 1/W outside a Join
   offset = 0;
   for (Tensor g : grads) {
     g.copy_(flat.narrow(0, offset, g.numel()).view(g.shape()));
@@ -181,6 +197,45 @@ void DistributedDataParallel::average_flattened(const std::vector<Tensor>& grads
 
 void DistributedDataParallel::check_in_sync(std::int64_t step) const {
   check_parameters_in_sync(*module_, group_, step);
+}
+
+// ---- Chapter 08: a joined rank's part (join.hpp) -------------------------------------
+
+// The collectives of one iteration of the ranks still training, in their order: the
+// buffer broadcast of their forward, then their gradient collectives, with zeros from
+// here. Bucketed: the Reducer knows its buckets, its hook and its rebuild. Flat and
+// PerParameter: the all-reduces average_gradients() makes, of the same sizes.
+void DistributedDataParallel::shadow_iteration(const JoinRound& round) {
+  NoGradGuard no_grad;
+  if (round.broadcasts_buffers) {
+    // Received into this rank's buffers: harmless, the final sync overwrites them.
+    sync_buffers_from(round.lowest);
+  }
+  if (reducer_) {
+    reducer_->shadow_backward(round.syncs_gradients, round.divisor);
+    return;
+  }
+  if (!round.syncs_gradients) return;  // (no_sync is Bucketed only; kept for symmetry)
+  const TensorOptions like{.dtype = DType::Float32, .device = parameters_[0].second.device()};
+  std::vector<Tensor> zero_grads;
+  if (options_.gradient_sync == GradientSync::PerParameter) {
+    for (const auto& [name, p] : parameters_) zero_grads.push_back(zeros(p.shape(), like));
+  } else {
+    std::int64_t total = 0;
+    for (const auto& [name, p] : parameters_) total += p.numel();
+    zero_grads.push_back(zeros({total}, like));
+  }
+  std::vector<std::shared_ptr<Work>> pending;
+  for (Tensor& z : zero_grads) pending.push_back(group_.all_reduce(z, ReduceOp::Sum));
+  for (const auto& work : pending) work->wait(options_.timeout);
+}
+
+void DistributedDataParallel::broadcast_model_from(int root) {
+  NoGradGuard no_grad;
+  std::vector<Tensor> values;
+  for (const auto& [name, p] : parameters_) values.push_back(p.data());
+  broadcast_coalesced(values, root);
+  sync_buffers_from(root);
 }
 
 }  // namespace ddp

@@ -17,7 +17,8 @@
 // average_gradients() comes in two versions a reader can compare (GradientSync): one
 // all-reduce per parameter, and one of all gradients flattened into a buffer, both after
 // backward. Chapter 07's Reducer (reducer.hpp), the default, averages inside backward,
-// bucket by bucket, while backward still computes.
+// bucket by bucket, while backward still computes. Chapter 08's Join (join.hpp) lets ranks
+// with fewer batches than others finish early; DDP does its part (the count, shadowing).
 #pragma once
 
 #include <chrono>
@@ -30,6 +31,9 @@
 #include "nn/module.hpp"
 
 namespace ddp {
+
+class Join;
+struct JoinRound;
 
 enum class GradientSync {
   PerParameter,  // one all_reduce per parameter: 29 collectives for the ResNet
@@ -61,7 +65,9 @@ class DistributedDataParallel {
 
   // x -> module(x). With broadcast_buffers, grad mode on and the module training, rank 0's
   // buffers are broadcast first. Bucketed: the Reducer is prepared for the backward of
-  // this output (it must come before the next forward).
+  // this output (it must come before the next forward). Inside a Join (chapter 08), a
+  // forward with grad on first takes part in the join count; the buffers then come from
+  // the lowest rank still training, and the gradients are divided by the Join's divisor.
   Variable forward(const Variable& x);
   Variable operator()(const Variable& x) { return forward(x); }
 
@@ -73,7 +79,10 @@ class DistributedDataParallel {
 
   // Gradient accumulation (PyTorch's no_sync): while the guard lives, forwards prepare
   // backwards that add to the local gradients without communicating. The first forward
-  // after it communicates the sum of all of them. Bucketed only.
+  // after it communicates the sum of all of them. Bucketed only. Inside a Join, every
+  // rank must use it on the same iterations (the count checks); a rank that has joined
+  // contributes zeros to the sum (what it accumulated before it ran out is not sent), and
+  // the divisor is the one counted at the synchronising forward (join.hpp).
   //   { auto guard = ddp.no_sync(); for k < K-1: backward(loss_k / K); }
   //   backward(loss_{K-1} / K);  // averages the K micro-batches' gradients over the ranks
   class NoSyncGuard {
@@ -109,11 +118,21 @@ class DistributedDataParallel {
   const DDPOptions& options() const { return options_; }
 
  private:
+  friend class Join;  // chapter 08: registers itself, shadows iterations, the final sync
+  // What a joined rank does in place of one iteration of the ranks still training: the
+  // same buffer broadcast and gradient collectives, with zeros (Note [Counting who still
+  // trains] in join.cpp). Its own parameters, gradients and buffers stay as they are.
+  void shadow_iteration(const JoinRound& round);
+  // Broadcasts the parameters and the buffers from `root` (the end of a Join).
+  void broadcast_model_from(int root);
+  // Broadcasts `root`'s buffers (sync_buffers() is root 0).
+  void sync_buffers_from(int root);
+
   // The two versions of average_gradients().
   void average_each_parameter(const std::vector<Tensor>& grads);
   void average_flattened(const std::vector<Tensor>& grads);
-  // Broadcasts `tensors` from rank 0, all of one dtype, through one flat buffer.
-  void broadcast_coalesced(const std::vector<Tensor>& tensors);
+  // Broadcasts `tensors` from `root`, all of one dtype, through one flat buffer.
+  void broadcast_coalesced(const std::vector<Tensor>& tensors, int root);
 
   std::shared_ptr<nn::Module> module_;
   ProcessGroup& group_;
@@ -121,6 +140,11 @@ class DistributedDataParallel {
   std::vector<std::pair<std::string, Variable>> parameters_;  // in registration order
   std::unique_ptr<Reducer> reducer_;                          // Bucketed only
   bool require_sync_ = true;                                  // false under no_sync()
+  Join* join_ = nullptr;  // chapter 08: the Join this DDP is in, if any (it registers)
+  // What the gradients' sum is divided by (Flat, PerParameter; the Reducer gets it in
+  // prepare_for_backward): the world size, or under a Join what the last forward's count
+  // said (Note [Which divisor] in join.cpp).
+  int divisor_;
 };
 
 }  // namespace ddp

@@ -37,6 +37,16 @@ namespace ddp {
 // a branch one rank skipped. So buckets are launched strictly in bucket order: bucket k
 // goes only once it and every bucket before it are complete. A rank whose bucket 2 is
 // complete before bucket 1 holds it back; that costs a little overlap, never a deadlock.
+//
+// Note [A divisor per iteration]
+// ------------------------------
+// A comm hook's finish leaves the average over the group's W ranks (its contract, and
+// what bf16_compress_hook does too). Inside chapter 08's Join, fewer ranks may have
+// contributed, and the average may be wanted over those d ranks only (Note [Which
+// divisor] in join.cpp). The divisor comes with each forward (prepare_for_backward), and
+// after the hook the Reducer rescales the bucket by W/d: every hook works unchanged, at
+// the price of one more float32 rounding in the iterations where d != W (none at all
+// outside a Join, or with divide_by_initial_world_size, where d == W).
 
 // ---- The bucket assignment ------------------------------------------------------------
 
@@ -185,7 +195,7 @@ void Reducer::attach_gradient(std::size_t parameter) {
 
 // ---- One backward pass ----------------------------------------------------------------
 
-void Reducer::prepare_for_backward(const Variable& output, bool sync) {
+void Reducer::prepare_for_backward(const Variable& output, bool sync, int divisor) {
   // A backward that threw half-way (hooks fired, no end-of-backward callback), or one
   // whose reduction failed: buckets were left unreduced on this rank, maybe reduced on
   // others, and the ranks' collectives are out of step.
@@ -193,11 +203,13 @@ void Reducer::prepare_for_backward(const Variable& output, bool sync) {
             ": a forward began, but the last backward did not finish its reduction (it "
             "threw): the ranks are out of step\nhint: end the job (chapter 08 covers "
             "recovery)");
+  check_divisor(divisor);
   if (rebuild_due_) rebuild_from_arrival_order();
   NoGradGuard no_grad;
   for (std::size_t i = 0; i < parameters_.size(); ++i) attach_gradient(i);
   expecting_backward_ = true;
   sync_ = sync;
+  divisor_ = divisor;
   callback_queued_ = false;
   ready_.assign(parameters_.size(), false);
   for (Bucket& bucket : buckets_) {
@@ -317,6 +329,7 @@ void Reducer::reduce_buckets() {
     }
     bucket.work = nullptr;
     hook_.finish(group_, bucket.flat);
+    apply_divisor(bucket.flat);
   }
   if (used_work) {
     used_work->wait(options_.timeout);
@@ -341,6 +354,58 @@ void Reducer::wait_for_launched() {
     }
     bucket.work = nullptr;
   }
+}
+
+void Reducer::check_divisor(int divisor) const {
+  DDP_CHECK(divisor >= 1 && divisor <= group_.size(), who(), ": divisor ", divisor,
+            " for the summed gradients; it must count contributing ranks, 1 to ", group_.size());
+}
+
+void Reducer::apply_divisor(Tensor& bucket) const {
+  if (divisor_ == group_.size()) return;  // the hook has divided by W already
+  bucket.mul_(static_cast<float>(group_.size()) / static_cast<float>(divisor_));
+}
+
+// ---- Chapter 08: shadowing a backward (join.hpp) --------------------------------------
+
+// The collectives a training rank makes from prepare_for_backward to the end of
+// finish_backward, in its order (Note [Launch order]): the rebuild's broadcast (and
+// check), each bucket's hook launch, find_unused_parameters' all-reduce. Then the hook's
+// finish for each bucket, which a hook that keeps state per bucket needs as much as here.
+void Reducer::shadow_backward(bool sync, int divisor) {
+  DDP_CHECK(!broken_ && !(expecting_backward_ && callback_queued_), who(),
+            ": shadowing an iteration, but this rank's last backward did not finish its "
+            "reduction (it threw): the ranks are out of step\nhint: end the job");
+  check_divisor(divisor);
+  if (rebuild_due_) rebuild_from_arrival_order();
+  expecting_backward_ = false;  // a forward of this rank whose backward never came: dropped
+  arrival_order_.clear();       // a later rebuild must not take this rank's old order
+  if (!sync) return;
+  NoGradGuard no_grad;
+  try {
+    const Device device = buckets_[0].flat.device();
+    std::vector<Tensor> zero_buckets;  // alive until their collectives are waited for
+    std::vector<std::shared_ptr<Work>> works;
+    for (const Bucket& bucket : buckets_) {
+      zero_buckets.push_back(
+          zeros({bucket.flat.numel()}, TensorOptions{.dtype = DType::Float32, .device = device}));
+      works.push_back(hook_.launch(group_, zero_buckets.back()));
+    }
+    Tensor used;  // nobody here used anything: zeros
+    if (options_.find_unused_parameters) {
+      used = zeros({static_cast<std::int64_t>(parameters_.size())},
+                   TensorOptions{.dtype = DType::Int64, .device = device});
+      works.push_back(group_.all_reduce(used, ReduceOp::Sum));
+    }
+    for (std::size_t k = 0; k < works.size(); ++k) {
+      works[k]->wait(options_.timeout);
+      if (k < zero_buckets.size()) hook_.finish(group_, zero_buckets[k]);  // result unused
+    }
+  } catch (...) {
+    broken_ = true;  // a collective failed: the ranks are out of step for good
+    throw;
+  }
+  if (rebuilds_ == 0 && options_.rebuild_buckets) rebuild_due_ = true;  // as reduce_buckets
 }
 
 // The parameters whose AccumulateGrad the graph of `output` does not reach: backward will

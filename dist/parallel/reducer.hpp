@@ -12,7 +12,8 @@
 //      a bucket is ready, that bucket's all-reduce is launched (asynchronously: a Work)
 //      while backward goes on computing earlier layers;
 //   4. at the end of backward (an end-of-backward callback), waits for every bucket and
-//      divides by the world size. The optimizer then sees averaged gradients.
+//      divides by the world size (by the iteration's divisor inside chapter 08's Join).
+//      The optimizer then sees averaged gradients.
 // The communication of every bucket but the last hides behind the rest of backward
 // (Note [Why buckets] in reducer.cpp). PyTorch's reducer.cpp is the model: same default
 // caps (25 MiB, first bucket 1 MiB), same rebuild after the first step, same find_unused_
@@ -90,7 +91,16 @@ class Reducer {
   // `output` is the forward's result: with find_unused_parameters, the Reducer walks its
   // graph to find the parameters this backward will not reach. `sync` false (no_sync)
   // makes the coming backward accumulate gradients locally without communicating.
-  void prepare_for_backward(const Variable& output, bool sync);
+  // `divisor`: what this backward's summed gradients are divided by: the group's size,
+  // except inside a Join (chapter 08; Note [A divisor per iteration] in reducer.cpp).
+  void prepare_for_backward(const Variable& output, bool sync, int divisor);
+
+  // Chapter 08, on a rank that has joined (join.hpp): the collectives of one backward of
+  // the ranks still training, in the same order, with zeros from this rank: the bucket
+  // rebuild if one is due (it comes with their forward), then, if `sync`, every bucket
+  // through the comm hook (zeros of the bucket's size, in bucket order) and
+  // find_unused_parameters' all-reduce. This rank's gradients are left as they are.
+  void shadow_backward(bool sync, int divisor);
 
   // True once the last prepared backward has been averaged (or did not need to be).
   bool finished() const { return !expecting_backward_; }
@@ -127,7 +137,9 @@ class Reducer {
   void finish_backward();       // the end-of-backward callback
   void reduce_buckets();        // ... its work
   void drop_zero_filled_gradients();
-  void wait_for_launched();  // before throwing: no collective left behind
+  void wait_for_launched();                  // before throwing: no collective left behind
+  void apply_divisor(Tensor& bucket) const;  // after the hook: Note [A divisor per iteration]
+  void check_divisor(int divisor) const;
   std::vector<std::size_t> unused_in_graph(const Variable& output) const;
   void rebuild_from_arrival_order();
   // Throws on every rank unless every rank holds the same bucket assignment.
@@ -146,6 +158,7 @@ class Reducer {
   // The state of one backward pass, reset by prepare_for_backward.
   bool expecting_backward_ = false;
   bool sync_ = true;
+  int divisor_ = 0;  // this backward's, set by prepare_for_backward
   bool callback_queued_ = false;
   std::vector<bool> ready_;          // per parameter
   std::vector<bool> zero_filled_;    // its gradient is only the zeros attach_gradient put there

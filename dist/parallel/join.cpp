@@ -1,0 +1,160 @@
+// Join (see join.hpp). Chapter 08.
+//
+// Reading order: Note [Counting who still trains], Note [Which divisor]; the count's
+// arithmetic (read_join_round); the context (construction, the count, finish: shadowing
+// and the final sync). What a shadowed iteration sends is DDP's and the Reducer's business
+// (DistributedDataParallel::shadow_iteration, Reducer::shadow_backward).
+#include "dist/parallel/join.hpp"
+
+#include <cstdio>
+#include <exception>
+
+#include "autograd/grad_mode.hpp"
+#include "dist/launch_env.hpp"
+#include "dist/parallel/sync_batch_norm.hpp"
+#include "tensor/error.hpp"
+
+namespace ddp {
+
+// Note [Counting who still trains]
+// --------------------------------
+// Collectives match by position: the k-th collective of one rank pairs with the k-th of
+// every other. A rank that has run out of batches and simply stops leaves the others in
+// their next gradient all-reduce, waiting for a partner that never comes, until the
+// timeout. It cannot just "leave" either: the ring needs every rank for every collective.
+// So a rank that has run out keeps calling the SAME collectives as the ranks that still
+// train, in the same order, with zeros as its contribution (shadowing). For that it must
+// know, at every iteration, whether anyone still trains. Hence one small all-reduce at the
+// start of every training iteration, on every rank:
+//
+//   rank 0 (3 batches)   1 1 1 | 0 0 (shadow) | 0 -> all zero: done, final sync
+//   rank 1 (5 batches)   1 1 1 | 1 1          | 0
+//   count                2 2 2 | 1 1          | 0
+//
+// A training rank sends 1 from its forward (DistributedDataParallel::forward), a joined one
+// 0 from finish(); a count of 0 means every rank has joined, and all leave the loop at the
+// same collective. Instead of one number we all-reduce a vector (join.hpp, JoinRound): a 1
+// at each training rank's own index, so every rank also learns WHO trains (the lowest is
+// the root of this iteration's buffer broadcast, since rank 0 may have joined; the highest
+// of the last iteration is the final sync's root, as in PyTorch), and two counts that say
+// what the training ranks' iteration contains (gradient all-reduces or not, under no_sync;
+// a buffer broadcast or not), which the joined ranks must shadow exactly. PyTorch spends
+// up to three all-reduces on the same questions; this is one, of world + 2 int64s.
+//
+// Note [Which divisor]
+// --------------------
+// The ranks sum their gradients; a joined rank's part is zero. Dividing by the world size W
+// (divide_by_initial_world_size, the default) makes a late iteration's update smaller by
+// training/W: each example keeps the weight 1/(W b) it had while all ranks trained. Dividing
+// by the number of training ranks makes each step the mean of the gradients that exist,
+// full-sized. PyTorch offers both with the same default; the Reducer takes the divisor per
+// iteration (prepare_for_backward), DDP's Flat and PerParameter paths too.
+
+// ---- The count's arithmetic -----------------------------------------------------------
+
+JoinRound read_join_round(std::span<const std::int64_t> summed, bool divide_by_initial_world_size,
+                          const std::string& who) {
+  DDP_CHECK(summed.size() >= 3, who, ": the join count has ", summed.size(),
+            " entries; it needs world + 2 with world >= 1");
+  const int world = static_cast<int>(summed.size()) - 2;
+  JoinRound round;
+  for (int r = 0; r < world; ++r) {
+    DDP_CHECK(summed[r] == 0 || summed[r] == 1, who, ": join count entry ", r, " is ", summed[r],
+              "; each rank writes 0 or 1 at its own index only"
+              "\nhint: every rank must hold a Join around the same DDP (one Join at a time)");
+    if (summed[r] == 0) continue;
+    ++round.training;
+    if (round.lowest < 0) round.lowest = r;
+    round.highest = r;
+  }
+  const std::int64_t syncing = summed[world], broadcasting = summed[world + 1];
+  DDP_CHECK(syncing == 0 || syncing == round.training, who, ": ", syncing, " of the ",
+            round.training,
+            " ranks still training all-reduce gradients in this iteration, the others are "
+            "under no_sync()\nhint: every rank must use no_sync() on the same iterations");
+  DDP_CHECK(broadcasting == 0 || broadcasting == round.training, who, ": ", broadcasting,
+            " of the ", round.training,
+            " ranks still training broadcast buffers in this forward, the others do not"
+            "\nhint: every rank must train (module.train()) or evaluate on the same "
+            "iterations, with the same DDPOptions::broadcast_buffers");
+  round.syncs_gradients = syncing > 0;
+  round.broadcasts_buffers = broadcasting > 0;
+  round.divisor = divide_by_initial_world_size ? world : round.training;
+  return round;
+}
+
+// ---- The context ----------------------------------------------------------------------
+
+Join::Join(DistributedDataParallel& ddp, JoinOptions options) : ddp_(ddp), options_(options) {
+  DDP_CHECK(ddp_.join_ == nullptr, who(),
+            ": this DistributedDataParallel is already in a Join"
+            "\nhint: one Join per DDP at a time; call finish() on the first one");
+  // A collective inside the model's forward has no shadow: the joined ranks do not run the
+  // model. SyncBatchNorm2d all-reduces batch statistics there.
+  for (const auto& [name, module] : ddp_.module().named_modules()) {
+    DDP_CHECK(dynamic_cast<const SyncBatchNorm2d*>(module) == nullptr, who(), ": module '", name,
+              "' is a SyncBatchNorm2d, whose forward all-reduces batch statistics that a rank "
+              "which has joined cannot shadow\nhint: use BatchNorm2d inside a Join, or give "
+              "every rank the same number of batches (DistributedSampler, drop_last)");
+  }
+  ddp_.join_ = this;
+}
+
+Join::~Join() {
+  if (ddp_.join_ == this) ddp_.join_ = nullptr;
+  if (!finished_ && std::uncaught_exceptions() == 0) {
+    // Not an error we can throw from here: say it, the others' timeout will end the job.
+    std::fprintf(stderr,
+                 "%s: destroyed before finish(): the other ranks will wait for this rank's "
+                 "join count until their timeout\n",
+                 who().c_str());
+  }
+}
+
+JoinRound Join::notify_training(bool syncs_gradients, bool broadcasts_buffers) {
+  return count(/*training=*/true, syncs_gradients, broadcasts_buffers);
+}
+
+JoinRound Join::count(bool training, bool syncs_gradients, bool broadcasts_buffers) {
+  ProcessGroup& group = ddp_.process_group();
+  const int world = group.size();
+  Tensor mine = zeros({world + 2}, TensorOptions{.dtype = DType::Int64});
+  if (training) {
+    std::int64_t* data = mine.data<std::int64_t>();
+    data[group.rank()] = 1;
+    data[world] = syncs_gradients ? 1 : 0;
+    data[world + 1] = broadcasts_buffers ? 1 : 0;
+  }
+  // On the parameters' device: NCCL moves GPU memory only.
+  Tensor shared = mine.to(ddp_.module().parameters().front().device());
+  group.all_reduce(shared, ReduceOp::Sum)->wait(ddp_.options().timeout);
+  const std::vector<std::int64_t> summed = shared.cpu().to_vector<std::int64_t>();
+  const JoinRound round = read_join_round(summed, options_.divide_by_initial_world_size, who());
+  if (round.training > 0) last_highest_ = round.highest;
+  return round;
+}
+
+void Join::finish() {
+  DDP_CHECK(!finished_, who(), ": finish() called twice");
+  // From here on this rank's forwards must not count: it is the shadow loop that does.
+  ddp_.join_ = nullptr;
+  finished_ = true;
+  NoGradGuard no_grad;
+  while (true) {
+    const JoinRound round = count(/*training=*/false, false, false);
+    if (round.training == 0) break;  // every rank has joined, all at this same collective
+    ddp_.shadow_iteration(round);
+    ++shadowed_;
+  }
+  // The joined ranks skipped the optimizer steps of the iterations they shadowed (and
+  // their buffers saw none of the last batches): take the model of a rank that trained to
+  // the end. Every rank saw the same rounds, so all name the same root.
+  if (last_highest_ >= 0) ddp_.broadcast_model_from(last_highest_);
+}
+
+std::string Join::who() const {
+  const ProcessGroup& group = ddp_.process_group();
+  return detail::concat("Join on rank ", group.rank(), "/", group.size(), " (", host_name(), ")");
+}
+
+}  // namespace ddp

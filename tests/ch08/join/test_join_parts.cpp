@@ -1,0 +1,106 @@
+// Chapter 08's Join, one process: the arithmetic of the join count (read_join_round: who
+// trains, the buffer and final-sync roots, the divisor, ranks that disagree), and a Join on
+// a world of one (finish() with nothing to shadow; the registration rules; SyncBatchNorm2d
+// refused). The Join across ranks is join_main.cpp's.
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "autograd/functions.hpp"
+#include "dist/parallel/join.hpp"
+#include "dist/parallel/sync_batch_norm.hpp"
+#include "dist/process_group_tcp.hpp"
+#include "dist/tcp_store.hpp"
+#include "nn/linear.hpp"
+#include "nn/resnet_mnist.hpp"
+#include "tensor/error.hpp"
+#include "tensor/random.hpp"
+
+using namespace ddp;
+using Counts = std::vector<std::int64_t>;
+
+TEST_CASE("read_join_round: who trains, the roots and both divisors", "[join]") {
+  // World 4; ranks 1 and 2 train, all-reduce gradients and broadcast buffers.
+  const Counts summed{0, 1, 1, 0, 2, 2};
+  const JoinRound by_world = read_join_round(summed, true, "test");
+  CHECK(by_world.training == 2);
+  CHECK(by_world.lowest == 1);   // the buffers come from rank 1 (rank 0 has joined)
+  CHECK(by_world.highest == 2);  // the final sync's root, should this be the last round
+  CHECK(by_world.syncs_gradients);
+  CHECK(by_world.broadcasts_buffers);
+  CHECK(by_world.divisor == 4);                                // divide_by_initial_world_size
+  CHECK(read_join_round(summed, false, "test").divisor == 2);  // the ranks that contributed
+
+  // Everyone trains: both rules divide by the world size (plain DDP).
+  CHECK(read_join_round(Counts{1, 1, 1, 3, 0}, false, "test").divisor == 3);
+  CHECK_FALSE(read_join_round(Counts{1, 1, 1, 3, 0}, false, "test").broadcasts_buffers);
+  // Under no_sync on every training rank: nothing to all-reduce in this iteration.
+  CHECK_FALSE(read_join_round(Counts{1, 0, 0, 0, 1}, true, "test").syncs_gradients);
+}
+
+TEST_CASE("read_join_round: a count of zero means every rank has joined", "[join]") {
+  const JoinRound done = read_join_round(Counts{0, 0, 0, 0, 0}, true, "test");
+  CHECK(done.training == 0);
+  CHECK(done.lowest == -1);
+  CHECK(done.highest == -1);
+}
+
+TEST_CASE("read_join_round: ranks that disagree are an error, not a hang", "[join]") {
+  // Of 3 training ranks, 2 all-reduce gradients and 1 is under no_sync.
+  CHECK_THROWS_WITH(read_join_round(Counts{1, 1, 1, 2, 3}, true, "Join on rank 0/3"),
+                    Catch::Contains("Join on rank 0/3") && Catch::Contains("no_sync()"));
+  CHECK_THROWS_WITH(read_join_round(Counts{1, 1, 0, 2, 1}, true, "test"),
+                    Catch::Contains("broadcast buffers"));
+  // Two Joins counting into one all-reduce: an entry of 2.
+  CHECK_THROWS_WITH(read_join_round(Counts{2, 1, 3, 3}, true, "test"),
+                    Catch::Contains("one Join at a time"));
+  CHECK_THROWS_WITH(read_join_round(Counts{1, 1}, true, "test"), Catch::Contains("world + 2"));
+}
+
+namespace {
+// A process group of one rank (no peer: every collective returns at once).
+std::unique_ptr<ProcessGroupTcp> world_of_one() {
+  TCPStoreOptions o;
+  o.port = 0;
+  o.is_server = true;
+  return std::make_unique<ProcessGroupTcp>(std::make_shared<TCPStore>(o), 0, 1);
+}
+}  // namespace
+
+TEST_CASE("a Join on a world of one: nothing to shadow, the model stays", "[join]") {
+  auto group = world_of_one();
+  Generator gen(3);
+  auto model = std::make_shared<nn::Linear>(3, 2, true, gen);
+  DistributedDataParallel ddp(model, *group);
+  const auto before = model->parameters()[0].data().to_vector<float>();
+  {
+    Join join(ddp);
+    CHECK_THROWS_WITH(Join(ddp), Catch::Contains("already in a Join"));
+    for (int i = 0; i < 2; ++i) {
+      model->zero_grad();
+      sum(ddp(Variable(ones({1, 3})))).backward();
+      ddp.average_gradients();
+    }
+    join.finish();
+    CHECK(join.finished());
+    CHECK(join.shadowed_iterations() == 0);
+    CHECK(join.final_root() == 0);
+    CHECK_THROWS_WITH(join.finish(), Catch::Contains("finish() called twice"));
+  }
+  // No optimizer stepped: the final sync (from rank 0, to itself) changed nothing.
+  CHECK(model->parameters()[0].data().to_vector<float>() == before);
+  Join again(ddp);  // the first one unregistered
+  again.finish();
+  CHECK(again.final_root() == -1);  // no forward inside it: nobody trained
+}
+
+TEST_CASE("a Join refuses a model with SyncBatchNorm2d, whose forward it cannot shadow", "[join]") {
+  auto group = world_of_one();
+  Generator gen(4);
+  auto model = std::make_shared<nn::ResNetMnist>(gen);
+  convert_sync_batchnorm(*model, *group);
+  DistributedDataParallel ddp(model, *group);
+  CHECK_THROWS_WITH(Join(ddp), Catch::Contains("SyncBatchNorm2d") && Catch::Contains("hint:"));
+}
