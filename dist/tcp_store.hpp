@@ -44,6 +44,11 @@ struct TCPStoreOptions {
                                   std::chrono::milliseconds timeout);
 };
 
+// Set (once) by a process that finds its rank already claimed by another process: two
+// launchers started for one job (Note [Claiming a rank] in tcp_store.cpp). Its value is
+// the error, naming both processes; every rank that sees it stops with it.
+inline constexpr const char* kStoreConflictKey = "__ddp/store/conflict";
+
 // DDP_JOB_TOKEN, else SLURM_JOB_ID, else PBS_JOBID, else "" (no check).
 std::string default_job_token();
 
