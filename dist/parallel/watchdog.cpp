@@ -40,6 +40,7 @@ struct WatchedGroup::State {
   std::shared_ptr<Store> store;
   WatchOptions options;
   std::string who;  // "rank 2/4 (tcp, node07)"
+  std::string rank0_process;  // "node07, pid 4711": the store's process, named when it is gone
   std::mutex inner_mutex;
   ProcessGroup* inner = nullptr;  // to abort; null once the group is destroyed
   std::atomic<bool> failing = false;
@@ -89,7 +90,11 @@ void WatchedGroup::State::fail(const std::string& why, int exit_code) {
     }
   }
   if (!published) {
-    print_own_tail(tail, store ? "the store did not answer" : "no store (mpi)");
+    const std::string because =
+        store ? detail::concat("the store did not answer: rank 0 (", rank0_process,
+                               "), whose process serves it, is gone or cannot be reached")
+              : std::string("no store to compare the ranks' ledgers through (mpi)");
+    print_own_tail(tail, because.c_str());
   } else if (rank == 0) {
     diagnose_on_rank_0();
   } else {
@@ -97,6 +102,7 @@ void WatchedGroup::State::fail(const std::string& why, int exit_code) {
     // rank 0 has printed (or its store is gone).
     try {
       store->wait({key("diagnosed")}, options.gather + std::chrono::seconds(2));
+      store->add(key("released"), 1);  // rank 0 may go: its store has served us
     } catch (const std::exception&) {
       print_own_tail(tail, "rank 0 printed no diagnosis");
     }
@@ -145,8 +151,16 @@ void WatchedGroup::State::diagnose_on_rank_0() {
   }
   std::fputs(text.c_str(), stderr);
   std::fflush(stderr);
+  // The others wait for this key; rank 0's process serves the store, so it stays until
+  // they have read it (at most kReportTimeout), or they would see the store vanish.
   try {
     store->set(key("diagnosed"), "1", kReportTimeout);
+    std::int64_t waiting = 0;
+    for (int r = 1; r < size; ++r) waiting += tails[r] ? 1 : 0;
+    const Clock::time_point until = Clock::now() + kReportTimeout;
+    while (store->add(key("released"), 0) < waiting && Clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
   } catch (const std::exception&) {
   }
 }
@@ -223,6 +237,9 @@ WatchedGroup::WatchedGroup(std::unique_ptr<ProcessGroup> inner, WatchOptions opt
   if (store_) {
     store_->set(state_->key("process", rank()),
                 detail::concat(state_->host, ", pid ", state_->pid));
+    // Rank 0 serves the store: the one process every rank must be able to name when the
+    // store goes (the others are named by the ledgers, or by the group's own errors).
+    state_->rank0_process = store_->get(state_->key("process", 0), options_.timeout);
   }
   thread_ = std::thread([this] { watch_loop(); });
 }
@@ -346,8 +363,9 @@ void WatchedGroup::check_store() {
       std::lock_guard lock(mutex_);
       if (stop_) return;  // destroy() is under way: the store may go, as it should
     }
-    verdict = {detail::concat("the store stopped answering: rank 0, which serves it, is gone "
-                              "or cannot be reached (", cut(e.what(), kReasonChars), ")"),
+    verdict = {detail::concat("the store stopped answering: rank 0 (", state_->rank0_process,
+                              "), whose process serves it, is gone or cannot be reached (",
+                              cut(e.what(), kReasonChars), ")"),
                kExitWatchdog};
   }
   if (verdict) fail(verdict->first, verdict->second);
