@@ -95,6 +95,11 @@ ProcessGroupTcp::ProcessGroupTcp(std::shared_ptr<Store> store, int rank, int siz
   DDP_CHECK(size >= 1 && rank >= 0 && rank < size, "ProcessGroupTcp: rank ", rank,
             " of world size ", size, "\nhint: ranks are 0 .. world_size-1");
   if (size > 1) connect_ring(deadline_after(timeout_));
+  // Two processes claimed one rank (Note [Claiming a rank], tcp_store.cpp): the ring may
+  // have connected with one of each. Say so now rather than at the first collective.
+  if (store_->check({kStoreConflictKey})) {
+    DDP_FAIL(who(), ": ", store_->get(kStoreConflictKey, std::chrono::milliseconds(0)));
+  }
   thread_ = std::thread([this] { communication_loop(); });
 }
 
