@@ -235,6 +235,7 @@ void ProcessGroupTcp::communication_loop() {
       task = std::move(queue_.front());
       queue_.pop_front();
       --queued_;
+      busy_ = true;
     }
     current_ = task.description;
     current_deadline_ = deadline_after(timeout_);
@@ -250,6 +251,8 @@ void ProcessGroupTcp::communication_loop() {
       if (broken_.empty()) on_failure(e.what());
       task.work->fail(std::current_exception());
     }
+    std::lock_guard lock(mutex_);
+    busy_ = false;
   }
   // Destroyed: whatever is still queued fails, nobody waits for it forever.
   std::lock_guard lock(mutex_);
@@ -280,8 +283,10 @@ ProcessGroupTcp::~ProcessGroupTcp() { destroy(); }
 
 void ProcessGroupTcp::destroy() {
   if (destroyed_.exchange(true)) return;
+  bool orderly = false;  // nothing queued or running: the end after a final barrier
   {
     std::lock_guard lock(mutex_);
+    orderly = queue_.empty() && !busy_;
     stop_ = true;
   }
   queue_cv_.notify_all();
@@ -291,7 +296,8 @@ void ProcessGroupTcp::destroy() {
   // end (a reset comes only from closing with unread bytes).
   left_.close();
   right_.close();
-  if (broken_.empty()) {
+  // Collectives cut short are no orderly end: the peers are failing too, nobody waits.
+  if (orderly && broken_.empty()) {
     detail::leave_store(*store_, prefix_, rank(), size(), std::min(timeout_, kLeavePatience));
   }
 }

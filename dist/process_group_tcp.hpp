@@ -71,10 +71,10 @@ class ProcessGroupTcp final : public ProcessGroup {
 
   // Note [An orderly end] (process_group.hpp): fails what is still queued, stops the
   // communication thread, closes both ring links (a plain FIN: nothing is left unread
-  // after a final barrier, so no peer sees a reset), then, if the group never failed,
-  // says "done" in the store and, on rank 0, waits for the others (at most
-  // min(timeout, kLeavePatience)). A group that failed skips the store: its peers are
-  // failing too and nobody waits for them.
+  // after a final barrier, so no peer sees a reset), then, if the group never failed
+  // and nothing was queued or running (an orderly end), says "done" in the store and,
+  // on rank 0, waits for the others (at most min(timeout, kLeavePatience)). Otherwise it
+  // skips the store: the peers are failing too, and nobody waits for them.
   void destroy() override;
   // Shuts both ring links: the communication thread and both neighbours stop waiting.
   void abort() noexcept override;
@@ -209,6 +209,7 @@ class ProcessGroupTcp final : public ProcessGroup {
   std::deque<Task> queue_;
   std::atomic<std::size_t> queued_ = 0;  // queue_.size(), read without the mutex
   std::atomic<bool> stop_ = false;
+  bool busy_ = false;  // a collective is running (guarded by mutex_)
   std::atomic<bool> destroyed_ = false;
   std::thread thread_;
 };

@@ -637,7 +637,7 @@ TCPStore::TCPStore(TCPStoreOptions options) : options_(std::move(options)) {
              "\nhint: all ranks of one job must share the job token (DDP_JOB_TOKEN, "
              "SLURM_JOB_ID or PBS_JOBID); is another job using this port?");
   }
-  if (options_.is_server) set(kServerKey, this_process());
+  if (options_.is_server && options_.world_size > 0) set(kServerKey, this_process());
   if (options_.world_size > 0) join_job();
 }
 

@@ -4,8 +4,11 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <optional>
+#include <span>
 
 #include "dist/launch_env.hpp"  // host_name
 #include "dist/parallel/desync_diagnosis.hpp"
@@ -234,6 +237,11 @@ WatchedGroup::WatchedGroup(std::unique_ptr<ProcessGroup> inner, WatchOptions opt
   state_->options = options_;
   state_->who = who();
   state_->inner = inner_.get();
+  const char* debug = std::getenv("DDP_DISTRIBUTED_DEBUG");
+  if (debug != nullptr && std::string(debug) == "DETAIL") options_.check_calls = true;
+  DDP_CHECK(!options_.check_calls || inner_->backend_name() != "nccl", who(),
+            ": watch(): the call check (check_calls, DDP_DISTRIBUTED_DEBUG=DETAIL) all-gathers "
+            "a CPU tensor, which nccl cannot\nhint: debug the desync with the tcp backend");
   if (store_) {
     store_->set(state_->key("process", rank()),
                 detail::concat(state_->host, ", pid ", state_->pid));
@@ -250,6 +258,45 @@ std::shared_ptr<Work> WatchedGroup::track(std::uint64_t seq, std::shared_ptr<Wor
     in_flight_.push_back({seq, work, Clock::now() + options_.timeout});
   }
   return std::make_shared<WatchedWork>(std::move(work), state_, seq);
+}
+
+// Note [Checking calls]: the fingerprint is four int64 (seq, op, dtype, count); all-gathered,
+// every rank holds every rank's, so all find the same mismatch and fail with the same
+// diagnosis (diagnose_desync on one-entry tails; other ranks' labels are not sent).
+void WatchedGroup::check_call(std::uint64_t seq) {
+  const std::optional<ledger::Entry> e = state_->ledger.entry(seq);
+  if (!e) return;
+  auto dtype_code = [](const std::string& dtype) -> std::int64_t {
+    return dtype == "float32" ? 1 : dtype == "int64" ? 2 : dtype.empty() ? 0 : 3;
+  };
+  const std::int64_t mine_values[4] = {static_cast<std::int64_t>(e->seq),
+                                       static_cast<std::int64_t>(e->op), dtype_code(e->dtype),
+                                       e->count};
+  Tensor mine = from_data(std::span<const std::int64_t>(mine_values), {4});
+  Tensor all = empty({4 * size()}, {DType::Int64});
+  try {
+    inner_->all_gather(all, mine)->wait(options_.timeout);
+  } catch (const std::exception& ex) {
+    fail(detail::concat("the call check of ", describe(*e), " failed: ", ex.what()),
+         kExitWatchdog);
+  }
+  const std::int64_t* v = all.data<std::int64_t>();
+  bool same = true;
+  std::vector<std::optional<ledger::Tail>> tails(static_cast<std::size_t>(size()));
+  for (int r = 0; r < size(); ++r) {
+    const std::int64_t* f = v + 4 * r;
+    same = same && std::equal(f, f + 4, mine_values);
+    ledger::Entry theirs = *e;
+    theirs.seq = static_cast<std::uint64_t>(f[0]);
+    theirs.op = static_cast<ledger::Op>(f[1]);
+    theirs.dtype = f[2] == 1 ? "float32" : f[2] == 2 ? "int64" : f[2] == 0 ? "" : "other";
+    theirs.count = f[3];
+    if (r != rank()) theirs.label.clear();
+    tails[r] = ledger::Tail{r, "", 0, "", {theirs}};
+  }
+  if (!same) {
+    fail("call check (WatchOptions::check_calls): " + diagnose_desync(tails), kExitWatchdog);
+  }
 }
 
 namespace {
@@ -269,18 +316,21 @@ std::shared_ptr<Work> forward(ledger::Ledger& ledger, std::uint64_t seq, Call ca
 std::shared_ptr<Work> WatchedGroup::all_reduce(Tensor& tensor, ReduceOp op) {
   const auto seq = state_->ledger.record(ledger::Op::AllReduce, std::string(dtype_name(tensor.dtype())),
                                          tensor.numel());
+  if (options_.check_calls) check_call(seq);
   return track(seq, forward(state_->ledger, seq, [&] { return inner_->all_reduce(tensor, op); }));
 }
 
 std::shared_ptr<Work> WatchedGroup::broadcast(Tensor& tensor, int root) {
   const auto seq = state_->ledger.record(ledger::Op::Broadcast, std::string(dtype_name(tensor.dtype())),
                                          tensor.numel());
+  if (options_.check_calls) check_call(seq);
   return track(seq, forward(state_->ledger, seq, [&] { return inner_->broadcast(tensor, root); }));
 }
 
 std::shared_ptr<Work> WatchedGroup::all_gather(Tensor& output, const Tensor& input) {
   const auto seq = state_->ledger.record(ledger::Op::AllGather, std::string(dtype_name(input.dtype())),
                                          input.numel());
+  if (options_.check_calls) check_call(seq);
   return track(seq,
                forward(state_->ledger, seq, [&] { return inner_->all_gather(output, input); }));
 }
@@ -289,12 +339,14 @@ std::shared_ptr<Work> WatchedGroup::reduce_scatter(Tensor& output, const Tensor&
                                                    ReduceOp op) {
   const auto seq = state_->ledger.record(ledger::Op::ReduceScatter, std::string(dtype_name(input.dtype())),
                                          input.numel());
+  if (options_.check_calls) check_call(seq);
   return track(seq, forward(state_->ledger, seq,
                             [&] { return inner_->reduce_scatter(output, input, op); }));
 }
 
 std::shared_ptr<Work> WatchedGroup::barrier() {
   const auto seq = state_->ledger.record(ledger::Op::Barrier, "", 0);
+  if (options_.check_calls) check_call(seq);
   return track(seq, forward(state_->ledger, seq, [&] { return inner_->barrier(); }));
 }
 
@@ -381,6 +433,21 @@ void WatchedGroup::destroy() {
   }
   wake_.notify_all();
   if (thread_.joinable()) thread_.join();
+  // A run shorter than the watchdog's look at the store still hears of a duplicate rank
+  // (Note [Claiming a rank], tcp_store.cpp) before it reports success.
+  bool conflict = false;
+  try {
+    conflict = store_ && store_->check({kStoreConflictKey});
+  } catch (const std::exception&) {
+  }
+  if (conflict) {
+    std::string why = "two processes claim one rank";
+    try {
+      why = store_->get(kStoreConflictKey, std::chrono::milliseconds(0));
+    } catch (const std::exception&) {
+    }
+    fail(why, kExitError);
+  }
   inner_->destroy();
   std::lock_guard lock(state_->inner_mutex);
   state_->inner = nullptr;

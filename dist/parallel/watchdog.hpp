@@ -44,6 +44,13 @@ struct WatchOptions {
   // How often the watchdog looks at the collectives in flight, and (every 5th time) at
   // the store: another rank gave up, two processes claim one rank, the store is gone.
   std::chrono::milliseconds poll{100};
+  // Debug mode (as TORCH_DISTRIBUTED_DEBUG=DETAIL; also on when DDP_DISTRIBUTED_DEBUG is
+  // DETAIL): before each collective the ranks all-gather its fingerprint (sequence
+  // number, op, dtype, count) over the wrapped group and, if they differ, fail at once
+  // with the disagreement, instead of when the mismatched collective hangs or breaks.
+  // One extra small all-gather per collective: for finding a bug, not for training.
+  // tcp and mpi only (the fingerprint is a CPU tensor); watch() refuses it on nccl.
+  bool check_calls = false;
 };
 
 // Note [Failing once]
@@ -104,6 +111,8 @@ class WatchedGroup final : public ProcessGroup {
 
  private:
   std::shared_ptr<Work> track(std::uint64_t seq, std::shared_ptr<Work> work);
+  // options.check_calls: all-gathers entry `seq`'s fingerprint; fail()s on a mismatch.
+  void check_call(std::uint64_t seq);
   void watch_loop();
   void check_store();
 

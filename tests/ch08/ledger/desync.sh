@@ -16,6 +16,10 @@
 #                   with that pid, nobody is left behind
 #   kill-tcp-rank0  the same with rank 0 (the store's process): survivors name rank 0 and
 #                   print their own ledger (no store left to gather through)
+#   stall-mpi       the stall under mpirun, 3 ranks, rank 1: mpirun exits 4; ranks 0 and 2
+#                   print their own ledger (no store), all_reduce #8 in flight
+#   layout-checked  the layout under mpirun with DDP_DISTRIBUTED_DEBUG=DETAIL, rank 2: the
+#                   call check fails before the all-reduce runs, naming rank 2's 2,000
 #   kill-mpi        3 ranks under mpirun, rank 1 SIGKILLed: mpirun exits non-zero naming
 #                   rank 1 and its pid, nobody is left behind
 set -u
@@ -105,6 +109,34 @@ kill-tcp | kill-tcp-rank0)
     expect_in job.log "^\[rank $r\] .*rank $victim \([^)]*pid $pid\)" \
       "survivor rank $r does not name the lost rank $victim (pid $pid)"
   done
+  ;;
+stall-mpi)
+  start=$(now_ms)
+  timeout 60 "$mpiexec" -np 3 --oversubscribe "$desync" --backend mpi --scenario stall --rank 1 \
+    --step 3 --timeout-s $timeout_s --tag "$work" >job.log 2>&1
+  rc=$?
+  within "$start" $limit
+  no_orphans
+  [ "$rc" -eq 4 ] || { cat job.log; fail "mpirun exited $rc, expected 4 (a rank's kExitWatchdog)"; }
+  # No store under mpi: each rank that gives up prints its own ledger, the hung
+  # collective last. (Rank 1, asleep, is ended by mpirun.)
+  expect_in job.log "^ddp watchdog: rank [02]/3 \(mpi, .*: no store to compare" \
+    "no rank says that it has no store to compare ledgers through"
+  expect_in job.log "^ddp watchdog:   all_reduce #8 \(step 3, bucket 1, 300 float32\)  IN FLIGHT" \
+    "no rank prints its ledger with all_reduce #8 in flight"
+  ;;
+layout-checked)
+  # mpi has no header to compare: without the check, a count mismatch may hang or even
+  # "succeed". With DDP_DISTRIBUTED_DEBUG=DETAIL the fingerprints disagree before it runs.
+  start=$(now_ms)
+  DDP_DISTRIBUTED_DEBUG=DETAIL timeout 60 "$mpiexec" -np 3 --oversubscribe "$desync" \
+    --backend mpi --scenario layout --rank 2 --timeout-s $timeout_s --tag "$work" >job.log 2>&1
+  rc=$?
+  within "$start" $limit
+  no_orphans
+  [ "$rc" -eq 4 ] || { cat job.log; fail "mpirun exited $rc, expected 4 (kExitWatchdog)"; }
+  expect_in job.log "^ddp watchdog: rank [012]/3 .*call check \(WatchOptions::check_calls\): ranks 0, 1, 2 disagree on all_reduce #1: ranks 0 and 1 have 1,000 float32.*, rank 2 has 2,000 float32" \
+    "the call check does not name rank 2's other bucket layout"
   ;;
 kill-mpi)
   start=$(now_ms)
