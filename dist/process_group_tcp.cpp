@@ -240,19 +240,28 @@ void ProcessGroupTcp::communication_loop() {
     current_ = task.description;
     current_deadline_ = deadline_after(timeout_);
     ++sequence_;
+    std::exception_ptr error;
     try {
       DDP_CHECK(broken_.empty(), who(), ": ", current_, " refused: this process group failed "
                 "earlier and cannot be used again:\n", broken_);
       std::optional<trace::Span> span;  // the collective on this thread's track
       if (trace::enabled()) span.emplace("comm", task.description);
       task.run();
-      task.work->finish();
     } catch (const std::exception& e) {
       if (broken_.empty()) on_failure(e.what());
-      task.work->fail(std::current_exception());
+      error = std::current_exception();
     }
-    std::lock_guard lock(mutex_);
-    busy_ = false;
+    {
+      // Idle again before the Work finishes: its waiter may call destroy() next, which
+      // must see an orderly end (Note [An orderly end]).
+      std::lock_guard lock(mutex_);
+      busy_ = false;
+    }
+    if (error) {
+      task.work->fail(error);
+    } else {
+      task.work->finish();
+    }
   }
   // Destroyed: whatever is still queued fails, nobody waits for it forever.
   std::lock_guard lock(mutex_);

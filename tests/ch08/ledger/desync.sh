@@ -42,9 +42,9 @@ within() {
 # No rank of this run may outlive it (the scratch folder is in every rank's arguments).
 no_orphans() {
   sleep 0.5
-  if pgrep -f -- "--tag $work" >/dev/null; then
-    pgrep -af -- "--tag $work"
-    pkill -9 -f -- "--tag $work"
+  if pgrep -f -- "--tag $work/" >/dev/null; then
+    pgrep -af -- "--tag $work/"
+    pkill -9 -f -- "--tag $work/"
     fail "processes left behind"
   fi
 }
@@ -53,7 +53,7 @@ run_ddprun() {
   local np=$1
   shift
   start=$(now_ms)
-  timeout 60 "$ddprun" --nproc-per-node "$np" "$desync" --timeout-s $timeout_s --tag "$work" \
+  timeout 60 "$ddprun" --nproc-per-node "$np" "$desync" --timeout-s $timeout_s --tag "$work/" \
     "$@" >job.log 2>&1
   rc=$?
   within "$start" $limit
@@ -113,7 +113,7 @@ kill-tcp | kill-tcp-rank0)
 stall-mpi)
   start=$(now_ms)
   timeout 60 "$mpiexec" -np 3 --oversubscribe "$desync" --backend mpi --scenario stall --rank 1 \
-    --step 3 --timeout-s $timeout_s --tag "$work" >job.log 2>&1
+    --step 3 --timeout-s $timeout_s --tag "$work/" >job.log 2>&1
   rc=$?
   within "$start" $limit
   no_orphans
@@ -130,7 +130,7 @@ layout-checked)
   # "succeed". With DDP_DISTRIBUTED_DEBUG=DETAIL the fingerprints disagree before it runs.
   start=$(now_ms)
   DDP_DISTRIBUTED_DEBUG=DETAIL timeout 60 "$mpiexec" -np 3 --oversubscribe "$desync" \
-    --backend mpi --scenario layout --rank 2 --timeout-s $timeout_s --tag "$work" >job.log 2>&1
+    --backend mpi --scenario layout --rank 2 --timeout-s $timeout_s --tag "$work/" >job.log 2>&1
   rc=$?
   within "$start" $limit
   no_orphans
@@ -141,7 +141,7 @@ layout-checked)
 kill-mpi)
   start=$(now_ms)
   timeout 60 "$mpiexec" -np 3 --oversubscribe "$desync" --backend mpi --scenario kill --rank 1 \
-    --step 20 --steps 100000 --timeout-s $timeout_s --tag "$work" >job.log 2>&1
+    --step 20 --steps 100000 --timeout-s $timeout_s --tag "$work/" >job.log 2>&1
   rc=$?
   within "$start" $limit
   no_orphans

@@ -18,7 +18,7 @@ for set in a b; do
   # A long loop (3000 steps): the ranks that met must be stopped by the conflict, not
   # finish first. --timeout-s 60: a rank that waits for a peer instead would be a hang.
   timeout 60 "$ddprun" --nproc-per-node 2 --master-port "$port" "$desync" --scenario ok \
-    --steps 3000 --timeout-s 60 --tag "$work" >"$set.log" 2>&1 &
+    --steps 3000 --timeout-s 60 --tag "$work/" >"$set.log" 2>&1 &
   pids+=($!)
 done
 wait "${pids[0]}"; rc_a=$?
@@ -37,9 +37,9 @@ for set in a b; do
     { cat $set.log; fail "launcher $set's message has no hint"; }
 done
 sleep 0.5
-if pgrep -f -- "--tag $work" >/dev/null; then
-  pgrep -af -- "--tag $work"
-  pkill -9 -f -- "--tag $work"
+if pgrep -f -- "--tag $work/" >/dev/null; then
+  pgrep -af -- "--tag $work/"
+  pkill -9 -f -- "--tag $work/"
   fail "processes left behind"
 fi
 grep -hE "claimed twice|started as rank 0" a.log b.log | head -2 | cut -c1-200

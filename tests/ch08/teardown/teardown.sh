@@ -12,11 +12,11 @@ export OMP_NUM_THREADS=1
 
 if [ "$launcher" = ddprun ]; then
   timeout 60 "$ddprun" --nproc-per-node "$np" "$teardown" --backend tcp --end "$end" \
-    --tag "$work" >out.log 2>err.log
+    --tag "$work/" >out.log 2>err.log
   rc=$?
 else
   timeout 60 "$mpiexec" -np "$np" --oversubscribe "$teardown" --backend mpi --end "$end" \
-    --tag "$work" >out.log 2>err.log
+    --tag "$work/" >out.log 2>err.log
   rc=$?
 fi
 show() { echo "--- stdout"; cat out.log; echo "--- stderr"; cat err.log; }
@@ -36,5 +36,5 @@ if [ "$launcher" = ddprun ]; then
     [ "$stop" -ge "$entered" ] || { show; fail "rank 0 let its store go before a rank had ended"; }
   done < <(sed -nE 's/.*entered the end at ([0-9]+)$/\1/p' out.log)
 fi
-pgrep -f -- "--tag $work" >/dev/null && fail "processes left behind"
+pgrep -f -- "--tag $work/" >/dev/null && fail "processes left behind"
 echo "ok: $launcher, $np ranks, $end"
