@@ -59,7 +59,9 @@ struct WatchedGroup::State {
     std::vector<ledger::Entry> all = ledger.tail(ledger::Ledger::kKept);
     for (const ledger::Entry& e : all) {
       if (e.done) continue;
-      if (t.entries.empty() || e.seq < t.entries.front().seq) t.entries.insert(t.entries.begin(), e);
+      if (t.entries.empty() || e.seq < t.entries.front().seq) {
+        t.entries.insert(t.entries.begin(), e);
+      }
       break;
     }
     return t;
@@ -313,40 +315,39 @@ std::shared_ptr<Work> forward(ledger::Ledger& ledger, std::uint64_t seq, Call ca
 }
 }  // namespace
 
-std::shared_ptr<Work> WatchedGroup::all_reduce(Tensor& tensor, ReduceOp op) {
-  const auto seq = state_->ledger.record(ledger::Op::AllReduce, std::string(dtype_name(tensor.dtype())),
-                                         tensor.numel());
+std::uint64_t WatchedGroup::record(ledger::Op op, const Tensor* t) {
+  const std::uint64_t seq = state_->ledger.record(
+      op, t != nullptr ? std::string(dtype_name(t->dtype())) : std::string(),
+      t != nullptr ? t->numel() : 0);
   if (options_.check_calls) check_call(seq);
+  return seq;
+}
+
+std::shared_ptr<Work> WatchedGroup::all_reduce(Tensor& tensor, ReduceOp op) {
+  const std::uint64_t seq = record(ledger::Op::AllReduce, &tensor);
   return track(seq, forward(state_->ledger, seq, [&] { return inner_->all_reduce(tensor, op); }));
 }
 
 std::shared_ptr<Work> WatchedGroup::broadcast(Tensor& tensor, int root) {
-  const auto seq = state_->ledger.record(ledger::Op::Broadcast, std::string(dtype_name(tensor.dtype())),
-                                         tensor.numel());
-  if (options_.check_calls) check_call(seq);
+  const std::uint64_t seq = record(ledger::Op::Broadcast, &tensor);
   return track(seq, forward(state_->ledger, seq, [&] { return inner_->broadcast(tensor, root); }));
 }
 
 std::shared_ptr<Work> WatchedGroup::all_gather(Tensor& output, const Tensor& input) {
-  const auto seq = state_->ledger.record(ledger::Op::AllGather, std::string(dtype_name(input.dtype())),
-                                         input.numel());
-  if (options_.check_calls) check_call(seq);
+  const std::uint64_t seq = record(ledger::Op::AllGather, &input);
   return track(seq,
                forward(state_->ledger, seq, [&] { return inner_->all_gather(output, input); }));
 }
 
 std::shared_ptr<Work> WatchedGroup::reduce_scatter(Tensor& output, const Tensor& input,
                                                    ReduceOp op) {
-  const auto seq = state_->ledger.record(ledger::Op::ReduceScatter, std::string(dtype_name(input.dtype())),
-                                         input.numel());
-  if (options_.check_calls) check_call(seq);
+  const std::uint64_t seq = record(ledger::Op::ReduceScatter, &input);
   return track(seq, forward(state_->ledger, seq,
                             [&] { return inner_->reduce_scatter(output, input, op); }));
 }
 
 std::shared_ptr<Work> WatchedGroup::barrier() {
-  const auto seq = state_->ledger.record(ledger::Op::Barrier, "", 0);
-  if (options_.check_calls) check_call(seq);
+  const std::uint64_t seq = record(ledger::Op::Barrier, nullptr);
   return track(seq, forward(state_->ledger, seq, [&] { return inner_->barrier(); }));
 }
 

@@ -110,6 +110,9 @@ class WatchedGroup final : public ProcessGroup {
   struct State;
 
  private:
+  // Records a collective on `t` (null: barrier) in the ledger, checks it (check_calls),
+  // and returns its sequence number.
+  std::uint64_t record(ledger::Op op, const Tensor* t);
   std::shared_ptr<Work> track(std::uint64_t seq, std::shared_ptr<Work> work);
   // options.check_calls: all-gathers entry `seq`'s fingerprint; fail()s on a mismatch.
   void check_call(std::uint64_t seq);

@@ -72,25 +72,35 @@ case $scenario in
 skip)
   run_ddprun 4 --scenario skip --rank 2 --step 3
   every_rank_exits_4 4
-  expect_in job.log "^\[rank 0\] ddp watchdog: diagnosis: .*; rank 2 called barrier #11 \(end of epoch 0\): rank 2 is out of step\. Their labels part ways at #7: rank 2 recorded \"step 4, bucket 0\"" \
+  expect_in job.log "^\[rank 0\] ddp watchdog: diagnosis: .*; rank 2 called barrier #11 \
+\(end of epoch 0\): rank 2 is out of step\. Their labels part ways at \
+#7: rank 2 recorded \"step 4, bucket 0\"" \
     "the diagnosis does not say that rank 2 skipped step 3"
   ;;
 layout)
   run_ddprun 3 --scenario layout --rank 1
   every_rank_exits_4 3
-  expect_in job.log "^\[rank 0\] ddp watchdog: diagnosis: ranks 0, 1, 2 disagree on all_reduce #1: ranks 0 and 2 have 1,000 float32 \(step 0, bucket 0\), rank 1 has 2,000 float32 \(step 0, bucket 0\): different bucket layouts\?" \
+  expect_in job.log "^\[rank 0\] ddp watchdog: diagnosis: ranks 0, 1, 2 disagree on \
+all_reduce #1: ranks 0 and 2 have 1,000 float32 \(step 0, bucket 0\), \
+rank 1 has 2,000 float32 \(step 0, bucket 0\): different bucket \
+layouts\?" \
     "the diagnosis does not name rank 1's other bucket layout"
   ;;
 early-barrier)
   run_ddprun 4 --scenario early-barrier --rank 3 --step 3
   every_rank_exits_4 4
-  expect_in job.log "^\[rank 0\] ddp watchdog: diagnosis: .*ranks 0, 1, 2 called all_reduce #8 \(step 3, bucket 1, 300 float32\); rank 3 called barrier #8 \(step 3\): rank 3 is out of step" \
+  expect_in job.log "^\[rank 0\] ddp watchdog: diagnosis: .*ranks 0, 1, 2 called all_reduce \
+#8 \(step 3, bucket 1, 300 float32\); rank 3 called barrier #8 \(step \
+3\): rank 3 is out of step" \
     "the diagnosis does not name rank 3's early barrier"
   ;;
 stall)
   run_ddprun 4 --scenario stall --rank 2 --step 3
   every_rank_exits_4 4
-  expect_in job.log "^\[rank 0\] ddp watchdog: diagnosis: rank 2 is in no collective \(the last, all_reduce #7 \(step 3, bucket 0, 1,000 float32\), finished\); ranks 0, 1, 3 are in all_reduce #8 \(step 3, bucket 1, 300 float32\): rank 2 is behind" \
+  expect_in job.log "^\[rank 0\] ddp watchdog: diagnosis: rank 2 is in no collective \(the \
+last, all_reduce #7 \(step 3, bucket 0, 1,000 float32\), finished\); \
+ranks 0, 1, 3 are in all_reduce #8 \(step 3, bucket 1, 300 float32\): \
+rank 2 is behind" \
     "the diagnosis does not say that rank 2 is behind"
   ;;
 kill-tcp | kill-tcp-rank0)
@@ -98,14 +108,16 @@ kill-tcp | kill-tcp-rank0)
   [ "$scenario" = kill-tcp-rank0 ] && victim=0
   run_ddprun 4 --scenario kill --rank $victim --step 20 --steps 100000
   [ "$rc" -eq 137 ] || { cat job.log; fail "ddprun exited $rc, expected 137 (the SIGKILL)"; }
-  pid=$(sed -nE "s/^ddprun: rank $victim \(pid ([0-9]+)\) failed first: killed by signal 9.*/\1/p" job.log)
+  first="^ddprun: rank $victim \(pid ([0-9]+)\) failed first: killed by signal 9.*"
+  pid=$(sed -nE "s/$first/\1/p" job.log)
   [ -n "$pid" ] || { cat job.log; fail "ddprun does not name rank $victim's pid as failing first"; }
   for r in 0 1 2 3; do
     [ "$r" -eq "$victim" ] && continue
     # Its watchdog speaks first; the lost rank is named in the error it quotes (the ring's
     # "closed the connection", possibly relayed by a neighbour) or, when the store went
     # with it, as the store's process.
-    expect_in job.log "^\[rank $r\] ddp watchdog: rank $r/4 " "survivor rank $r's watchdog is silent"
+    expect_in job.log "^\[rank $r\] ddp watchdog: rank $r/4 " \
+      "survivor rank $r's watchdog is silent"
     expect_in job.log "^\[rank $r\] .*rank $victim \([^)]*pid $pid\)" \
       "survivor rank $r does not name the lost rank $victim (pid $pid)"
   done
@@ -135,7 +147,9 @@ layout-checked)
   within "$start" $limit
   no_orphans
   [ "$rc" -eq 4 ] || { cat job.log; fail "mpirun exited $rc, expected 4 (kExitWatchdog)"; }
-  expect_in job.log "^ddp watchdog: rank [012]/3 .*call check \(WatchOptions::check_calls\): ranks 0, 1, 2 disagree on all_reduce #1: ranks 0 and 1 have 1,000 float32.*, rank 2 has 2,000 float32" \
+  expect_in job.log "^ddp watchdog: rank [012]/3 .*call check \
+\(WatchOptions::check_calls\): ranks 0, 1, 2 disagree on all_reduce \
+#1: ranks 0 and 1 have 1,000 float32.*, rank 2 has 2,000 float32" \
     "the call check does not name rank 2's other bucket layout"
   ;;
 kill-mpi)

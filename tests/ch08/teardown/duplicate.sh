@@ -28,7 +28,8 @@ echo "  launchers exited $rc_a and $rc_b after ${took} ms"
 [ "$took" -le 10000 ] || { cat a.log b.log; fail "took ${took} ms, more than 10 s"; }
 for set in a b; do
   rc=rc_$set
-  [ "${!rc}" -ne 0 ] && [ "${!rc}" -ne 124 ] || { cat $set.log; fail "launcher $set exited ${!rc}"; }
+  [ "${!rc}" -ne 0 ] && [ "${!rc}" -ne 124 ] ||
+    { cat $set.log; fail "launcher $set exited ${!rc}"; }
   line=$(grep -E "(two processes were started as rank 0|is claimed twice)" $set.log | head -1)
   [ -n "$line" ] || { cat $set.log; fail "launcher $set's ranks do not name the duplicate"; }
   pid_list=$(echo "$line" | grep -oE "pid [0-9]+" | sort -u | wc -l)
