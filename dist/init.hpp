@@ -6,7 +6,10 @@
 //
 // It finds rank and world size (dist/launch_env.hpp), makes the store the ranks meet
 // through (TCPStore on the master, or a FileStore), and builds the backend on it. No
-// global default group: the caller owns what it gets back.
+// global default group: the caller owns what it gets back. Chapter 08: the group keeps
+// the store (group->store(), null for mpi: the watchdog publishes its ledger there),
+// ends with group->barrier()->wait(); group->destroy(); and two processes started as one
+// rank fail at once, naming both (Note [Claiming a rank], dist/tcp_store.cpp).
 #pragma once
 
 #include <chrono>

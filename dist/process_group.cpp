@@ -1,6 +1,10 @@
-// Names of the reduce operations, for messages, the argument checks, and the host staging
-// of CUDA tensors (Note [Staging CUDA tensors off the compute stream], process_group.hpp).
+// Names of the reduce operations, for messages, the argument checks, the host staging
+// of CUDA tensors (Note [Staging CUDA tensors off the compute stream], process_group.hpp),
+// and the store's part of an orderly end (Note [An orderly end]).
 #include "dist/process_group.hpp"
+
+#include <cstdio>
+#include <thread>
 
 #include "dist/launch_env.hpp"
 #include "tensor/cuda/device_info.hpp"  // use_device
@@ -51,6 +55,39 @@ void ProcessGroup::check_reduce_scatter(const Tensor& output, const Tensor& inpu
 }
 
 namespace detail {
+
+void leave_store(Store& store, const std::string& prefix, int rank, int size,
+                 std::chrono::milliseconds patience) noexcept {
+  using Clock = std::chrono::steady_clock;
+  const std::string count_key = prefix + "/done";
+  try {
+    store.set(prefix + "/done/" + std::to_string(rank), "1");
+    store.add(count_key, 1);
+    if (rank != 0) return;  // rank 0's store must outlive us, not the other way round
+    const Clock::time_point deadline = Clock::now() + patience;
+    while (store.add(count_key, 0) < size) {
+      if (Clock::now() >= deadline) {
+        std::string missing;
+        for (int r = 0; r < size; ++r) {
+          if (!store.check({prefix + "/done/" + std::to_string(r)})) {
+            missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+          }
+        }
+        std::fprintf(stderr,
+                     "ddp: rank 0/%d (%s): destroy(): rank(s) %s never said done within %lld "
+                     "ms; the store stops now and they may see it vanish\nhint: every rank "
+                     "calls destroy() (or lets its group go) at the end\n",
+                     size, host_name().c_str(), missing.c_str(),
+                     static_cast<long long>(patience.count()));
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  } catch (const std::exception& e) {  // the store is gone: nobody is left to wait for
+    std::fprintf(stderr, "ddp: rank %d/%d (%s): destroy(): the store did not answer: %s\n",
+                 rank, size, host_name().c_str(), e.what());
+  }
+}
 
 ComputeMark mark_compute_stream(const Tensor& a, const Tensor& b) {
   if (a.defined() && a.is_cuda()) return cuda::record_on_compute_stream(a.device().index);

@@ -7,12 +7,15 @@
 // dist/process_group_tcp.hpp), mpi (Open MPI; dist/process_group_mpi.hpp) and nccl
 // (GPUs; dist/process_group_nccl.hpp). Which one is made, and how the ranks meet, is
 // dist/init.hpp's job. A group does not know about autograd or models (chapter 06/07).
+// Chapter 08 adds the end of a group's life: destroy() (an orderly end, as
+// torch.distributed.destroy_process_group) and abort() (the way out after a failure).
 #pragma once
 
 #include <chrono>
 #include <memory>
 #include <string>
 
+#include "dist/store.hpp"
 #include "dist/work.hpp"
 #include "tensor/cuda/streams.hpp"
 #include "tensor/tensor.hpp"
@@ -53,6 +56,31 @@ class ProcessGroup {
   // Completes once every rank has entered it.
   virtual std::shared_ptr<Work> barrier() = 0;
 
+  // ---- The end of a group (chapter 08) ----
+  // Note [An orderly end]
+  // Ends the group in order, as torch.distributed.destroy_process_group: the backend's
+  // connections close the way a peer expects (tcp: a plain close after the last
+  // collective, never a reset; mpi: MPI_Comm_free and MPI_Finalize; nccl:
+  // ncclCommFinalize + ncclCommDestroy), and, where the ranks met through a TCPStore,
+  // every rank says "done" in the store and rank 0, whose process serves it, waits
+  // (at most the group's timeout, capped at kLeavePatience) until all have: the store
+  // outlives every client that still needs it. Call it once on every rank, after a final
+  // barrier()->wait(); a second call does nothing; the destructor calls it when nobody
+  // did. Collectives after it fail. Throws nothing: a peer that never says "done" is
+  // reported on stderr, and rank 0 goes on.
+  virtual void destroy() {}
+  // The way out after a failure, for a watchdog that is about to exit the process:
+  // unblocks whatever waits on the group (tcp: shuts the ring sockets; nccl:
+  // ncclCommAbort; mpi: nothing, mpirun ends the job when a rank exits without
+  // MPI_Finalize). Never blocks, never throws; the group cannot be used afterwards.
+  virtual void abort() noexcept {}
+  // The store the group's ranks met through, where there is one (tcp, nccl); nullptr for
+  // mpi, which meets through MPI. The watchdog (dist/parallel/watchdog.hpp) publishes
+  // its ledger there.
+  virtual std::shared_ptr<Store> store() const { return nullptr; }
+  // How long destroy() waits, at most, for the others to say "done".
+  static constexpr std::chrono::milliseconds kLeavePatience{std::chrono::seconds(30)};
+
  protected:
   // The argument checks every backend makes before it queues a collective (each backend
   // adds its own, on dtype and device). The errors name this rank, the backend and the
@@ -74,6 +102,12 @@ class ProcessGroup {
 };
 
 namespace detail {
+// destroy()'s last part for groups that met through a store (see Note [An orderly
+// end]): this rank counts itself done under "<prefix>/done"; rank 0 then waits until
+// all `size` have (at most `patience`) and names on stderr the ranks that never did.
+void leave_store(Store& store, const std::string& prefix, int rank, int size,
+                 std::chrono::milliseconds patience) noexcept;
+
 // Note [Staging CUDA tensors off the compute stream]
 // Backends that move bytes through host memory (tcp, mpi) stage CUDA tensors there, in
 // page-locked memory (empty_pinned), which the copy engine reads and writes directly. The

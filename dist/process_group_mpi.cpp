@@ -286,7 +286,9 @@ class ProcessGroupMpi final : public ProcessGroup {
         timeout_(timeout) {
     thread_ = std::thread([this] { run(); });
   }
-  ~ProcessGroupMpi() override;
+  ~ProcessGroupMpi() override { destroy(); }
+  // Note [An orderly end] (process_group.hpp) and Note [Teardown after a failure].
+  void destroy() override;
 
   std::string backend_name() const override { return "mpi"; }
 
@@ -383,6 +385,7 @@ class ProcessGroupMpi final : public ProcessGroup {
       DDP_CHECK(broken_.empty(), work->description(),
                 ": the mpi group is broken by an earlier failure:\n", broken_,
                 "\nhint: a failed collective leaves the ranks out of step; end the job");
+      DDP_CHECK(!stop_, work->description(), ": the mpi group was destroyed first");
       queue_.push_back(std::move(job));
     }
     wake_.notify_one();
@@ -525,9 +528,13 @@ void ProcessGroupMpi::fail(MpiOp& job, std::exception_ptr error) {
 // MPI_Comm_free or MPI_Finalize may wait forever for a peer that will never answer. So
 // a broken group skips both: the process exits without MPI_Finalize, which mpirun
 // reports and answers by ending the other ranks, so none of them hangs.
-ProcessGroupMpi::~ProcessGroupMpi() {
+// destroy() (the destructor, when nobody called it) does it once: the communicator is
+// freed and MPI finalised here, while the group is still whole, not whenever the
+// members happen to go.
+void ProcessGroupMpi::destroy() {
   {
     std::lock_guard lock(mutex_);
+    if (stop_) return;  // destroyed before
     stop_ = true;
   }
   wake_.notify_one();
@@ -540,6 +547,8 @@ ProcessGroupMpi::~ProcessGroupMpi() {
     comm_->leak();
     runtime_->skip_finalize();
   }
+  comm_.reset();     // MPI_Comm_free (unless leaked)
+  runtime_.reset();  // MPI_Finalize (unless skipped, or MPI was the caller's)
 }
 
 }  // namespace

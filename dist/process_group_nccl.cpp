@@ -9,6 +9,7 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
@@ -78,9 +79,13 @@ class NcclComm {
   // the timeout) until every rank is done with the communicator, then ncclCommDestroy
   // frees it without blocking. After an abort there is nothing left to free. A finalize
   // that does not settle in time (a peer is gone) falls back to ncclCommAbort.
-  ~NcclComm() {
+  // destroy() runs it once, at the group's orderly end (Note [An orderly end],
+  // process_group.hpp), or the destructor does when nobody called it.
+  ~NcclComm() { destroy(); }
+  void destroy() noexcept {
     std::lock_guard lock(mutex_);
-    if (comm_ == nullptr || aborted_) return;
+    if (comm_ == nullptr || aborted_ || destroyed_) return;
+    destroyed_ = true;
     cuda::DeviceGuard guard(device_);
     ncclResult_t state = ncclCommFinalize(comm_);
     const Clock::time_point deadline = deadline_after(timeout_);
@@ -132,7 +137,7 @@ class NcclComm {
   // ncclSuccess, ncclInProgress, or the error that broke the communicator.
   ncclResult_t async_error() {
     std::lock_guard lock(mutex_);
-    if (aborted_) return ncclInvalidUsage;
+    if (aborted_ || destroyed_) return ncclInvalidUsage;
     ncclResult_t state = ncclSuccess;
     DDP_CHECK_NCCL(ncclCommGetAsyncError(comm_, &state));
     return state;
@@ -142,7 +147,7 @@ class NcclComm {
   // nothing waits forever on a dead peer; the communicator cannot be used afterwards.
   void abort() noexcept {
     std::lock_guard lock(mutex_);
-    if (aborted_ || comm_ == nullptr) return;
+    if (aborted_ || destroyed_ || comm_ == nullptr) return;
     aborted_ = true;
     report_if_failed(ncclCommAbort(comm_), "ncclCommAbort");
   }
@@ -150,6 +155,10 @@ class NcclComm {
   bool aborted() {
     std::lock_guard lock(mutex_);
     return aborted_;
+  }
+  bool destroyed() {
+    std::lock_guard lock(mutex_);
+    return destroyed_;
   }
 
  private:
@@ -168,6 +177,7 @@ class NcclComm {
   std::mutex mutex_;  // guards aborted_ and every use of comm_ from a Work's thread
   ncclComm_t comm_ = nullptr;
   bool aborted_ = false;
+  bool destroyed_ = false;  // freed in order by destroy(): nothing to abort any more
 };
 
 // ---- The Work -----------------------------------------------------------------------
@@ -321,12 +331,28 @@ ncclRedOp_t nccl_op(ReduceOp op) {
 // when its input is ready.
 class ProcessGroupNccl final : public ProcessGroup {
  public:
-  ProcessGroupNccl(std::shared_ptr<NcclComm> comm, int rank, int size, int device,
-                   std::chrono::milliseconds timeout)
-      : ProcessGroup(rank, size), device_(device), timeout_(timeout), stream_(make_stream(device)),
-        comm_(std::move(comm)) {}
+  ProcessGroupNccl(std::shared_ptr<NcclComm> comm, std::shared_ptr<Store> store, int rank,
+                   int size, int device, std::chrono::milliseconds timeout)
+      : ProcessGroup(rank, size), device_(device), timeout_(timeout), store_(std::move(store)),
+        stream_(make_stream(device)), comm_(std::move(comm)) {}
+  ~ProcessGroupNccl() override { destroy(); }
 
   std::string backend_name() const override { return "nccl"; }
+
+  // Note [An orderly end] (process_group.hpp): ncclCommFinalize + ncclCommDestroy (Note
+  // [Communicator teardown]), then "done" in the store. After an abort, only the store
+  // is skipped: there is nothing left to free.
+  void destroy() override {
+    if (destroyed_) return;
+    destroyed_ = true;
+    const bool healthy = !comm_->aborted();
+    comm_->destroy();
+    if (healthy) {
+      detail::leave_store(*store_, "nccl", rank(), size(), std::min(timeout_, kLeavePatience));
+    }
+  }
+  void abort() noexcept override { comm_->abort(); }
+  std::shared_ptr<Store> store() const override { return store_; }
 
   std::shared_ptr<Work> all_reduce(Tensor& tensor, ReduceOp op) override {
     check_tensor(tensor, "all_reduce", "tensor");
@@ -413,6 +439,8 @@ class ProcessGroupNccl final : public ProcessGroup {
   template <typename Enqueue>
   std::shared_ptr<Work> launch(std::string description, const char* call,
                                std::vector<Tensor> tensors, Enqueue enqueue) {
+    DDP_CHECK(!comm_->destroyed(), comm_->who(), ": ", description,
+              ": the process group was destroyed first");
     DDP_CHECK(!comm_->aborted(), comm_->who(), ": ", description,
               ": the communicator was aborted after an earlier failure\n"
               "hint: a failed collective leaves the ranks out of step; end the job");
@@ -446,6 +474,8 @@ class ProcessGroupNccl final : public ProcessGroup {
   // with work still queued is allowed: CUDA frees it once that work is done.
   int device_;
   std::chrono::milliseconds timeout_;
+  std::shared_ptr<Store> store_;  // the rendezvous's; rank 0 serves it (destroy())
+  bool destroyed_ = false;
   Tensor barrier_buffer_;  // one float on device_, made by the first barrier()
   cuda::Stream stream_;    // the communication stream
   std::shared_ptr<NcclComm> comm_;
@@ -482,7 +512,8 @@ std::unique_ptr<ProcessGroup> make_process_group_nccl(std::shared_ptr<Store> sto
     std::memcpy(id.internal, bytes.data(), bytes.size());
   }
   auto comm = std::make_shared<NcclComm>(id, rank, size, cuda_device, timeout);
-  return std::make_unique<ProcessGroupNccl>(std::move(comm), rank, size, cuda_device, timeout);
+  return std::make_unique<ProcessGroupNccl>(std::move(comm), std::move(store), rank, size,
+                                            cuda_device, timeout);
 }
 
 }  // namespace ddp

@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <sys/prctl.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -94,6 +95,11 @@ ProcessGroupTcp::ProcessGroupTcp(std::shared_ptr<Store> store, int rank, int siz
   DDP_CHECK(size >= 1 && rank >= 0 && rank < size, "ProcessGroupTcp: rank ", rank,
             " of world size ", size, "\nhint: ranks are 0 .. world_size-1");
   if (size > 1) connect_ring(deadline_after(timeout_));
+  // Two processes claimed one rank (Note [Claiming a rank], tcp_store.cpp): the ring may
+  // have connected with one of each. Say so now rather than at the first collective.
+  if (store_->check({kStoreConflictKey})) {
+    DDP_FAIL(who(), ": ", store_->get(kStoreConflictKey, std::chrono::milliseconds(0)));
+  }
   thread_ = std::thread([this] { communication_loop(); });
 }
 
@@ -114,8 +120,10 @@ void ProcessGroupTcp::connect_ring(Clock::time_point deadline) {
   const int left_rank = neighbour(true);
   Socket listener = Socket::listen(reachable_address(*store_), 0);
   address_ = format_address(listener.local_address(), listener.local_port());
-  // The host first: whoever has read our address can read it (see below).
+  // The host and pid first: whoever has read our address can read them (see below), and
+  // name this process when it is lost.
   store_->set(prefix_ + "/host/" + std::to_string(rank()), host_name());
+  store_->set(prefix_ + "/pid/" + std::to_string(rank()), std::to_string(::getpid()));
   store_->set(prefix_ + "/addr/" + std::to_string(rank()), address_);
 
   const std::string right_key = prefix_ + "/addr/" + std::to_string(right_rank);
@@ -175,6 +183,18 @@ void ProcessGroupTcp::connect_ring(Clock::time_point deadline) {
     left_address_ = s.peer_name();
     left_ = std::move(s);
   }
+  // Both neighbours published host and pid before their address: read at once, no wait.
+  auto process_of = [this](int r) -> std::string {
+    try {
+      const auto now = std::chrono::milliseconds(0);
+      return store_->get(prefix_ + "/host/" + std::to_string(r), now) + ", pid " +
+             store_->get(prefix_ + "/pid/" + std::to_string(r), now);
+    } catch (const Error&) {
+      return "";
+    }
+  };
+  left_process_ = process_of(left_rank);
+  right_process_ = process_of(right_rank);
 }
 
 // ==== The queue and the communication thread ============================================
@@ -184,6 +204,11 @@ std::shared_ptr<Work> ProcessGroupTcp::enqueue(std::string description,
   auto work = std::make_shared<FutureWork>(who() + ": " + description);
   {
     std::lock_guard lock(mutex_);
+    if (stop_) {  // destroy() has run: no thread is left to run it
+      work->fail(std::make_exception_ptr(
+          Error(work->description() + ": the process group was destroyed first")));
+      return work;
+    }
     queue_.push_back(Task{work, std::move(description), std::move(run)});
     ++queued_;
   }
@@ -210,20 +235,32 @@ void ProcessGroupTcp::communication_loop() {
       task = std::move(queue_.front());
       queue_.pop_front();
       --queued_;
+      busy_ = true;
     }
     current_ = task.description;
     current_deadline_ = deadline_after(timeout_);
     ++sequence_;
+    std::exception_ptr error;
     try {
       DDP_CHECK(broken_.empty(), who(), ": ", current_, " refused: this process group failed "
                 "earlier and cannot be used again:\n", broken_);
       std::optional<trace::Span> span;  // the collective on this thread's track
       if (trace::enabled()) span.emplace("comm", task.description);
       task.run();
-      task.work->finish();
     } catch (const std::exception& e) {
       if (broken_.empty()) on_failure(e.what());
-      task.work->fail(std::current_exception());
+      error = std::current_exception();
+    }
+    {
+      // Idle again before the Work finishes: its waiter may call destroy() next, which
+      // must see an orderly end (Note [An orderly end]).
+      std::lock_guard lock(mutex_);
+      busy_ = false;
+    }
+    if (error) {
+      task.work->fail(error);
+    } else {
+      task.work->finish();
     }
   }
   // Destroyed: whatever is still queued fails, nobody waits for it forever.
@@ -249,13 +286,34 @@ void ProcessGroupTcp::on_failure(const std::string& message) {
   right_.shutdown();
 }
 
-ProcessGroupTcp::~ProcessGroupTcp() {
+// ==== The end =============================================================================
+
+ProcessGroupTcp::~ProcessGroupTcp() { destroy(); }
+
+void ProcessGroupTcp::destroy() {
+  if (destroyed_.exchange(true)) return;
+  bool orderly = false;  // nothing queued or running: the end after a final barrier
   {
     std::lock_guard lock(mutex_);
+    orderly = queue_.empty() && !busy_;
     stop_ = true;
   }
   queue_cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  if (thread_.joinable()) thread_.join();  // broken_ is ours to read from here on
+  // After the final barrier nothing is in flight on either link, and nothing unread sits
+  // in our receive queue: close() sends a FIN, which the neighbour reads as an orderly
+  // end (a reset comes only from closing with unread bytes).
+  left_.close();
+  right_.close();
+  // Collectives cut short are no orderly end: the peers are failing too, nobody waits.
+  if (orderly && broken_.empty()) {
+    detail::leave_store(*store_, prefix_, rank(), size(), std::min(timeout_, kLeavePatience));
+  }
+}
+
+void ProcessGroupTcp::abort() noexcept {
+  left_.shutdown();
+  right_.shutdown();
 }
 
 // ==== The collectives ===================================================================
@@ -874,9 +932,11 @@ bool has_closed(const Socket& link) {
 }  // namespace
 
 std::string ProcessGroupTcp::neighbour_name(bool left) const {
+  const std::string& process = left ? left_process_ : right_process_;
   return detail::concat("rank ", neighbour(left), " (", left ? "left" : "right",
                         " neighbour of rank ", rank(), ", ",
-                        left ? left_address_ : right_address_, ")");
+                        left ? left_address_ : right_address_,
+                        process.empty() ? "" : ", " + process, ")");
 }
 
 // A close can also wait behind data. The dead rank's last bytes to us may still sit in

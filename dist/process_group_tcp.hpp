@@ -66,10 +66,19 @@ class ProcessGroupTcp final : public ProcessGroup {
                   std::chrono::milliseconds timeout = Work::kDefaultTimeout,
                   std::string prefix = "tcp",
                   std::optional<LinkEmulation> link = link_emulation_from_env());
-  // Fails what is still queued, stops the communication thread, closes the sockets.
-  // Never blocks longer than one poll slice (kPollSlice), or, while a failure is being
-  // reported, the store's few seconds at most (kReportTimeout). Never throws.
+  // destroy(), when nobody called it. Never throws.
   ~ProcessGroupTcp() override;
+
+  // Note [An orderly end] (process_group.hpp): fails what is still queued, stops the
+  // communication thread, closes both ring links (a plain FIN: nothing is left unread
+  // after a final barrier, so no peer sees a reset), then, if the group never failed
+  // and nothing was queued or running (an orderly end), says "done" in the store and,
+  // on rank 0, waits for the others (at most min(timeout, kLeavePatience)). Otherwise it
+  // skips the store: the peers are failing too, and nobody waits for them.
+  void destroy() override;
+  // Shuts both ring links: the communication thread and both neighbours stop waiting.
+  void abort() noexcept override;
+  std::shared_ptr<Store> store() const override { return store_; }
 
   std::string backend_name() const override { return "tcp"; }
   // One line for a program's banner: "tcp", or "tcp (emulated link 1 Gbit/s, 50 us)".
@@ -173,7 +182,7 @@ class ProcessGroupTcp final : public ProcessGroup {
   void check_header(const std::byte* theirs, const std::byte* ours) const;
   // The rank we receive from (left) or send to (right) on the ring.
   int neighbour(bool left) const { return (rank() + (left ? size() - 1 : 1)) % size(); }
-  // "rank 2 (left neighbour of rank 3, 127.0.0.1:4711)", for messages.
+  // "rank 2 (left neighbour of rank 3, 127.0.0.1:4711, node07, pid 4711)", for messages.
   std::string neighbour_name(bool left) const;
 
   std::shared_ptr<Store> store_;  // kept alive: the group reads failure reports from it
@@ -182,6 +191,8 @@ class ProcessGroupTcp final : public ProcessGroup {
   std::string address_;
   std::string left_address_;
   std::string right_address_;
+  std::string left_process_;   // "node07, pid 4711", for messages; "" when unknown
+  std::string right_process_;
   Socket left_;   // receive only: from rank - 1
   Socket right_;  // send only: to rank + 1
   PageBuffer scratch_;  // page-aligned: Note [4K aliasing] in the .cpp
@@ -198,6 +209,8 @@ class ProcessGroupTcp final : public ProcessGroup {
   std::deque<Task> queue_;
   std::atomic<std::size_t> queued_ = 0;  // queue_.size(), read without the mutex
   std::atomic<bool> stop_ = false;
+  bool busy_ = false;  // a collective is running (guarded by mutex_)
+  std::atomic<bool> destroyed_ = false;
   std::thread thread_;
 };
 

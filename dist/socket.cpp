@@ -130,6 +130,16 @@ void Socket::shutdown() const noexcept {
 // ---- Listen, connect, accept ------------------------------------------------------------
 
 Socket Socket::listen(const std::string& host, int port, int backlog) {
+  int error = 0;
+  Socket s = try_listen(host, port, error, backlog);
+  if (s.valid()) return s;
+  DDP_FAIL("cannot listen on ", format_address(host.empty() ? "0.0.0.0" : host, port), ": ",
+           errno_text(error), "\nhint: ",
+           error == EADDRINUSE ? "another process holds that port; pick another (or 0 for any)"
+                               : "is that address one of this host's interfaces?");
+}
+
+Socket Socket::try_listen(const std::string& host, int port, int& error, int backlog) {
   // "" means every IPv4 interface: cluster networks are IPv4, and an IPv6 wildcard
   // socket is not dual-stack everywhere.
   const std::string bind_host = host.empty() ? "0.0.0.0" : host;
@@ -137,26 +147,23 @@ Socket Socket::listen(const std::string& host, int port, int backlog) {
   AddrList list = resolve(bind_host, port, /*passive=*/true, &gai);
   DDP_CHECK(gai == 0, "cannot listen on ", format_address(bind_host, port), ": ",
             ::gai_strerror(gai), "\nhint: is the host name right and resolvable here?");
-  int last_error = 0;
+  error = 0;
   for (addrinfo* a = list.get(); a != nullptr; a = a->ai_next) {
     Socket s(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol));
     if (!s.valid()) {
-      last_error = errno;
+      error = errno;
       continue;
     }
     const int one = 1;
     ::setsockopt(s.fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     if (::bind(s.fd_, a->ai_addr, a->ai_addrlen) != 0 || ::listen(s.fd_, backlog) != 0) {
-      last_error = errno;
+      error = errno;
       continue;
     }
     set_non_blocking(s.fd_);
     return s;
   }
-  DDP_FAIL("cannot listen on ", format_address(bind_host, port), ": ", errno_text(last_error),
-           "\nhint: ",
-           last_error == EADDRINUSE ? "another process holds that port; pick another (or 0 for any)"
-                                    : "is that address one of this host's interfaces?");
+  return Socket();
 }
 
 Socket Socket::connect(const std::string& host, int port, Clock::time_point deadline) {

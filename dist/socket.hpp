@@ -33,6 +33,9 @@ class Socket {
   // A listening socket on `host`:`port` (SO_REUSEADDR). host "" or "0.0.0.0" = every
   // IPv4 interface, "::" = every interface; port 0 = any free port (see local_port()).
   static Socket listen(const std::string& host, int port, int backlog = 128);
+  // The same, but a bind or listen that fails returns an invalid Socket and its errno in
+  // `error` (EADDRINUSE: the port is taken), for a caller with something better to say.
+  static Socket try_listen(const std::string& host, int port, int& error, int backlog = 128);
 
   // Connects to host:port, retrying refused or unreachable attempts with exponential
   // back-off (10 ms doubling to 1 s) until `deadline`. Throws ddp::Error naming the

@@ -3,6 +3,7 @@
 
 #include <poll.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -16,6 +17,7 @@
 #include <thread>
 
 #include "dist/deadline.hpp"
+#include "dist/launch_env.hpp"  // host_name
 #include "tensor/error.hpp"
 
 namespace ddp {
@@ -202,8 +204,8 @@ std::string default_job_token() {
 
 class TCPStoreServer {
  public:
-  TCPStoreServer(const std::string& listen_host, int port, std::string token)
-      : listener_(Socket::listen(listen_host, port)), token_(std::move(token)) {
+  TCPStoreServer(Socket listener, std::string token)
+      : listener_(std::move(listener)), token_(std::move(token)) {
     int fds[2];
     DDP_CHECK(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, fds) == 0,
               "socketpair() for the TCPStore server's wake-up failed");
@@ -608,8 +610,14 @@ TCPStore::TCPStore(TCPStoreOptions options) : options_(std::move(options)) {
   if (options_.is_server) {
     // Listen where the others can reach us: every interface, unless the job is all on
     // this host (a loopback MASTER_ADDR), where loopback alone keeps the port private.
-    server_ = std::make_unique<TCPStoreServer>(is_loopback(options_.host) ? options_.host : "",
-                                               options_.port, options_.job_token);
+    const std::string listen_host = is_loopback(options_.host) ? options_.host : "";
+    int error = 0;
+    Socket listener = Socket::try_listen(listen_host, options_.port, error);
+    if (!listener.valid()) {
+      if (error == EADDRINUSE && options_.world_size > 0) probe_taken_port();
+      listener = Socket::listen(listen_host, options_.port);  // throws, naming the cause
+    }
+    server_ = std::make_unique<TCPStoreServer>(std::move(listener), options_.job_token);
     port_ = server_->port();
   }
   const auto deadline = deadline_after(options_.timeout);
@@ -629,7 +637,62 @@ TCPStore::TCPStore(TCPStoreOptions options) : options_(std::move(options)) {
              "\nhint: all ranks of one job must share the job token (DDP_JOB_TOKEN, "
              "SLURM_JOB_ID or PBS_JOBID); is another job using this port?");
   }
+  if (options_.is_server && options_.world_size > 0) set(kServerKey, this_process());
   if (options_.world_size > 0) join_job();
+}
+
+// Note [Claiming a rank]
+// ----------------------
+// A launcher started twice for one job (srun --ntasks-per-node=1 inside an allocation
+// of 2 tasks per node starts 2 ddprun per node) makes two processes for every rank,
+// with one MASTER_PORT. Without a check, one rank 0 fails on "address already in use"
+// and the rest wait out the timeout for peers that will never come. So:
+//   - every rank claims its number in the store (compare_set of "__ddp/store/claim/<r>"
+//     from "" to "host, pid P"); a second claimant fails at once, naming both;
+//   - a rank 0 whose port is taken looks whether a store of this job is serving there
+//     (a quick handshake): if so, it is the second rank 0, and fails naming the process
+//     that serves the store ("__ddp/store/server");
+//   - either way it posts the error under kStoreConflictKey (tcp_store.hpp), which the
+//     first set's ranks look at while rank 0 waits for everyone (join_job), once the tcp
+//     ring is connected, and from the watchdog (dist/parallel/watchdog.hpp): every rank
+//     of both sets stops within seconds, with the same message.
+std::string TCPStore::this_process() {
+  return detail::concat(host_name(), ", pid ", ::getpid());
+}
+
+void TCPStore::fail_conflict(const std::string& what) {
+  const std::string why = detail::concat(
+      what, "\nhint: the launcher was started twice on this node? (e.g. srun "
+      "--ntasks-per-node=1 inside an allocation with 2 tasks per node starts 2 ddprun per "
+      "node); or two jobs share MASTER_PORT ", port_);
+  try {
+    compare_set(kStoreConflictKey, "", why);
+  } catch (const Error&) {  // the error below says it all the same
+  }
+  DDP_FAIL(why);
+}
+
+void TCPStore::probe_taken_port() {
+  try {
+    socket_ = Socket::connect(options_.host, options_.port,
+                              Clock::now() + std::chrono::milliseconds(500));
+    // A store of this job answers the handshake at once; anything else (another program
+    // on the port, another job's token) does not, and the port is simply taken.
+    round_trip(Request::hello(options_.job_token), std::chrono::milliseconds(200));
+  } catch (const Error&) {
+    socket_.close();
+    return;
+  }
+  port_ = options_.port;
+  std::string server = "?";
+  try {
+    server = get(kServerKey, std::chrono::milliseconds(1000));
+  } catch (const Error&) {
+  }
+  fail_conflict(detail::concat("two processes were started as rank 0 of this job: ", server,
+                               " serves the store at ",
+                               format_address(options_.host, options_.port), ", and ",
+                               this_process(), " (this process) found that port taken"));
 }
 
 // Note [Joining the store]
@@ -656,6 +719,17 @@ void TCPStore::join_job() {
                "hint: every rank must see the same WORLD_SIZE / SLURM_NTASKS / -np");
     }
   }
+  if (options_.rank >= 0) {  // Note [Claiming a rank]
+    const std::string claimant = this_process();
+    const std::string holder =
+        compare_set("__ddp/store/claim/" + std::to_string(options_.rank), "", claimant);
+    if (holder != claimant) {
+      fail_conflict(detail::concat("rank ", options_.rank, " of ", options_.world_size,
+                                   " is claimed twice: by ", holder, " first, and by ", claimant,
+                                   " (this process), through the store at ",
+                                   format_address(options_.host, port_)));
+    }
+  }
   if (options_.rank >= 0) set("__ddp/store/present/" + std::to_string(options_.rank), "1");
   const std::int64_t joined = add("__ddp/store/joined", 1);
   if (joined == options_.world_size) set("__ddp/store/all_joined", "1");
@@ -664,6 +738,9 @@ void TCPStore::join_job() {
   // Rank 0 waits for everyone, looking out for a rank that disagreed.
   const auto deadline = deadline_after(options_.timeout);
   while (!check({"__ddp/store/all_joined"})) {
+    if (check({kStoreConflictKey})) {
+      DDP_FAIL(get(kStoreConflictKey, std::chrono::milliseconds(0)));
+    }
     if (check({"__ddp/store/mismatch"})) {
       DDP_FAIL(get("__ddp/store/mismatch", std::chrono::milliseconds(0)),
                "\nhint: every rank must see the same WORLD_SIZE / SLURM_NTASKS / -np");

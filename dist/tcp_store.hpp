@@ -44,6 +44,11 @@ struct TCPStoreOptions {
                                   std::chrono::milliseconds timeout);
 };
 
+// Set (once) by a process that finds its rank already claimed by another process: two
+// launchers started for one job (Note [Claiming a rank] in tcp_store.cpp). Its value is
+// the error, naming both processes; every rank that sees it stops with it.
+inline constexpr const char* kStoreConflictKey = "__ddp/store/conflict";
+
 // DDP_JOB_TOKEN, else SLURM_JOB_ID, else PBS_JOBID, else "" (no check).
 std::string default_job_token();
 
@@ -92,6 +97,13 @@ class TCPStore final : public Store {
   Reply round_trip(const Request& request, std::chrono::milliseconds reply_timeout);
   // The headcount of a job with a world size (Note [Joining the store]).
   void join_job();
+  // Note [Claiming a rank] (tcp_store.cpp): a rank 0 whose port is taken looks whether a
+  // store of this job serves there, and if so fails as a duplicate; fail_conflict posts
+  // the error under kStoreConflictKey and throws it.
+  void probe_taken_port();
+  [[noreturn]] void fail_conflict(const std::string& what);
+  static std::string this_process();  // "node07, pid 4711"
+  static constexpr const char* kServerKey = "__ddp/store/server";  // who serves the store
   void check_key(const std::string& key) const;
   std::string where() const;  // "TCPStore client of 127.0.0.1:29500"
 
