@@ -25,7 +25,9 @@
 #   kill9            rank 1 killed (-9), no restarts, ddp-train --timeout 10: ddprun exits
 #                    non-zero within timeout + 5 s, no process is left
 # A failure prints one "FAIL(kind): ..." line; kind is hang, orphan, mismatch or other
-# (stress.sh counts them).
+# (stress.sh counts them). stress.sh varies the restart scenario through two variables:
+# LIFECYCLE_VICTIM (the rank killed, default 1) and LIFECYCLE_KILL_DELAY (seconds to wait
+# after epoch 2 has begun, default 0).
 set -u
 scenario=$1 bin=$2 ddprun=$3 entry=$4 data=$5 work=$6
 here=$(cd "$(dirname "$0")" && pwd)
@@ -284,18 +286,20 @@ restart)
     --resume auto
   # Killed once the first checkpoint (end of epoch 1) is there and epoch 2 is under way.
   wait_for 60 eval '[ -f ck ] && in_epoch 2' || { cat $log.raw; failk other "no checkpoint after epoch 1"; }
+  sleep "${LIFECYCLE_KILL_DELAY:-0}"
   pids=$(pgrep -P "$job")
-  victim=$(rank_pid 1) || { cat $log.raw; failk other "rank 1 had already exited"; }
+  rank=${LIFECYCLE_VICTIM:-1}
+  victim=$(rank_pid "$rank") || { cat $log.raw; failk other "rank $rank had already exited"; }
   kill -9 "$victim"
   finish $log 120
   ((rc == 0)) || { cat $log; failk other "the restarted job exited $rc"; }
-  grep -q 'rank 1 (pid [0-9]*) failed first: killed by signal 9' $log &&
+  grep -q "rank $rank (pid [0-9]*) failed first: killed by signal 9" $log &&
     grep -q '^ddprun: restart 1 of 1 (--max-restarts): starting 2 ranks again$' $log ||
     { cat $log; failk other "ddprun did not report the kill and the restart"; }
   grep -q '^--resume auto: no checkpoint at ck (none there yet): starting fresh$' $log &&
     grep -q '^--resume auto: resuming from ck$' $log ||
     { cat $log; failk other "--resume auto did not start fresh, then resume"; }
-  echo "killed: $(grep '^resumed from ck' $log)"
+  echo "rank $rank killed; after the restart: $(grep '^resumed from ck' $log)"
   no_orphans $pids
   same_as_full ck "killed (-9) in epoch 2 and restarted"
   echo "ok: killed, restarted, resumed, the uninterrupted run's checkpoint bit for bit"
