@@ -67,7 +67,8 @@ class Trainer {
 
   // Runs the remaining epochs (or until --max-steps); prints progress and one summary
   // line per epoch; returns the last epoch's result. Resumed from a run that had already
-  // finished, it trains nothing and returns the evaluation of the loaded model.
+  // finished, it trains nothing and returns the evaluation of the loaded model. Stopped by
+  // a signal, it returns after the agreed step and the checkpoint, with stopped_by set.
   EpochResult run();
 
   // This rank's shard of the test set, summed over all ranks: the whole test set.

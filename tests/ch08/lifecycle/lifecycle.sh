@@ -10,7 +10,9 @@
 #                    alone: both ranks stop after the same step (they agree), ddprun exits
 #                    75. Without --save: 75 and "no checkpoint". Two SIGINTs: gone at once.
 #   resume-any-step  stopped by --max-steps k for several k, resumed: the same final
-#                    checkpoint as the uninterrupted run, bit for bit (2 ranks, tcp)
+#                    checkpoint as the uninterrupted run, bit for bit (2 ranks, tcp).
+#                    A truncated checkpoint: --resume names the file and the fault;
+#                    --resume auto says it is not usable and starts fresh
 #   world-size       saved on 2 ranks at step 5, resumed on 1 and on 4 (and 4 -> 2): the
 #                    resumed run says it continues at sample 160 of epoch 1's order, trains
 #                    to the end (16 steps), and the per-rank loss sums are folded (totals
@@ -176,6 +178,19 @@ resume-any-step)
     same_as_full "cut$k.ckpt" "resumed at step $k"
     echo "resumed at step $k: the same checkpoint"
   done
+  # What a save that was not atomic, killed halfway, would leave.
+  head -c 30000 cut7.ckpt >half.ckpt
+  rc=0
+  out=$("$bin" "${flags[@]}" --epochs 2 --resume half.ckpt 2>&1) || rc=$?
+  ((rc == 1)) && grep -q 'read_state_dict(half.ckpt): .*the file is truncated' <<<"$out" ||
+    { echo "$out"; failk other "--resume of a truncated file: exit $rc, or no message naming it"; }
+  rc=0
+  out=$("$bin" "${flags[@]}" --epochs 2 --max-steps 1 --resume auto --save half.ckpt 2>&1) || rc=$?
+  ((rc == 0)) && grep -q '^--resume auto: no checkpoint at half.ckpt (not usable: read_state_dict(half.ckpt): .*truncated.*): starting fresh$' <<<"$out" ||
+    { echo "$out"; failk other "--resume auto of a truncated file: exit $rc, or did not start fresh"; }
+  [ "$("$entry" half.ckpt progress.global_step)" = 1 ] ||
+    failk other "--resume auto did not replace the truncated file with a fresh run's checkpoint"
+  echo "ok: resumed at every step tried, bit for bit; a truncated checkpoint is named, or skipped"
   ;;
 
 world-size)

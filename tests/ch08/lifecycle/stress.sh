@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Chapter 08, stress: the kill -9 + restart scenario of lifecycle.sh, N times, with the
-# victim (rank 0 or 1) and the moment of the kill (0 to 1.5 s into epoch 2) drawn at
+# victim (rank 0 or 1) and the moment of the kill (0 to 2 s into epoch 2, so in epoch 2 or 3, or during a save) drawn at
 # random, counting what went wrong. Not part of ctest (minutes, not seconds):
 #   bash tests/ch08/lifecycle/stress.sh build/release 20
 # Counts: hangs (a run still going after 180 s), orphans (a process of a run alive after
@@ -14,7 +14,7 @@ scratch=$(mktemp -d /tmp/ddp_ch08_stress.XXXXXX)
 hangs=0 orphans=0 mismatches=0 others=0 passed=0
 for ((i = 1; i <= n; i++)); do
   victim=$((RANDOM % 2))
-  delay=$(awk -v r=$RANDOM 'BEGIN { printf "%.2f", r % 151 / 100 }')
+  delay=$(awk -v r=$RANDOM 'BEGIN { printf "%.2f", r % 201 / 100 }')
   work=$scratch/run$i
   rc=0
   LIFECYCLE_VICTIM=$victim LIFECYCLE_KILL_DELAY=$delay timeout -k 5 180 \
@@ -35,8 +35,10 @@ for ((i = 1; i <= n; i++)); do
     verdict=ok passed=$((passed + 1))
   fi
   [ -z "$left" ] || kill -9 $left 2>/dev/null
-  echo "run $i/$n: rank $victim killed $delay s into epoch 2: $verdict$([ "$verdict" = ok ] ||
-    echo " (log: $scratch/run$i.log)")"
+  # Where the restarted job resumed: the last checkpoint before the kill.
+  from=$(sed -n 's/.*after the restart: resumed from ck: \(epoch [0-9]*\), .*/\1/p' "$scratch/run$i.log")
+  echo "run $i/$n: rank $victim killed $delay s into epoch 2${from:+, resumed at $from}:" \
+    "$verdict$([ "$verdict" = ok ] || echo " (log: $scratch/run$i.log)")"
 done
 echo "stress: $n runs: $passed passed, $hangs hangs, $orphans orphans, $mismatches mismatches," \
   "$others other failures"
