@@ -79,6 +79,14 @@ rank_pid() {
 }
 # Training is under way once rank 0 reports a step of epoch <e>.
 in_epoch() { grep -qs "^\[rank 0\] epoch $1/[0-9]* step" "$log.raw"; }
+# start_training <log> <flags...>: ddp-train on 2 ranks for 4 epochs under ddprun, in the
+# background ($job), returning once epoch 2 is under way.
+start_training() {
+  log=$1
+  shift
+  start "$log" --nproc-per-node 2 "$bin" "${flags[@]}" --epochs 4 "$@"
+  wait_for 60 in_epoch 2 || { cat "$log.raw"; failk other "training did not reach epoch 2"; }
+}
 # no_orphans <pids...>: none of these processes may still exist.
 no_orphans() {
   local p
@@ -96,16 +104,15 @@ uninterrupted() {
   ((rc == 0)) || { cat full.log; failk other "the uninterrupted run exited $rc"; }
 }
 same_as_full() {  # same_as_full <checkpoint> <what>
-  cmp full.ckpt "$1" || failk mismatch "$2: the final checkpoint differs from the uninterrupted run's"
+  cmp full.ckpt "$1" ||
+    failk mismatch "$2: the final checkpoint differs from the uninterrupted run's"
 }
 
 case $scenario in
 stop)
   uninterrupted 4
   # 1. SIGUSR1 to ddprun, which forwards it to both ranks.
-  log=usr1
-  start $log --nproc-per-node 2 "$bin" "${flags[@]}" --epochs 4 --save s.ckpt
-  wait_for 60 in_epoch 2 || { cat $log.raw; failk other "training did not reach epoch 2"; }
+  start_training usr1 --save s.ckpt
   kill -USR1 "$job"
   finish $log 60
   ((rc == 75)) || { cat $log; failk other "ddprun exited $rc after SIGUSR1, expected 75"; }
@@ -113,7 +120,8 @@ stop)
     { cat $log; failk other "no 'stopped by SIGUSR1' line"; }
   grep -q 'checkpoint s.ckpt written; continue with --resume s.ckpt$' <<<"$line" ||
     failk other "the stop line does not say how to resume: $line"
-  [ "$(grep -c '^\[rank 0\] stopped by' $log.raw)" = 1 ] && ! grep -q '^\[rank 1\] stopped' $log.raw ||
+  [ "$(grep -c '^\[rank 0\] stopped by' $log.raw)" = 1 ] &&
+    ! grep -q '^\[rank 1\] stopped' $log.raw ||
     { cat $log.raw; failk other "rank 0, and only rank 0, should print the stop line"; }
   grep -q 'every rank stopped on request (exit code 75)' $log ||
     { cat $log; failk other "ddprun does not say that the ranks stopped on request"; }
@@ -127,21 +135,17 @@ stop)
   same_as_full s.ckpt "stopped by SIGUSR1 at step $step and resumed"
 
   # 2. SIGUSR1 to rank 1 alone: rank 0 learns of it through the agreement.
-  log=one
-  start $log --nproc-per-node 2 "$bin" "${flags[@]}" --epochs 4 --save one.ckpt
-  wait_for 60 in_epoch 2 || { cat $log.raw; failk other "training did not reach epoch 2"; }
+  start_training one --save one.ckpt
   kill -USR1 "$(rank_pid 1)"
   finish $log 60
-  ((rc == 75)) || { cat $log; failk other "ddprun exited $rc after SIGUSR1 to rank 1, expected 75"; }
+  ((rc == 75)) || { cat $log; failk other "SIGUSR1 to rank 1: ddprun exited $rc, expected 75"; }
   grep -q '^stopped by SIGUSR1 after step' $log || { cat $log; failk other "no stop line"; }
   grep -q 'the ranks stopped on request (exit code 75)' $log ||
     { cat $log; failk other "ddprun does not report the requested stop"; }
   echo "SIGUSR1 to rank 1 only: $(grep '^stopped by' $log)"
 
   # 3. Without --save: stopped all the same, and saying that nothing can be resumed.
-  log=nosave
-  start $log --nproc-per-node 2 "$bin" "${flags[@]}" --epochs 4
-  wait_for 60 in_epoch 2 || { cat $log.raw; failk other "training did not reach epoch 2"; }
+  start_training nosave
   kill -TERM "$job"
   finish $log 60
   ((rc == 75)) || { cat $log; failk other "ddprun exited $rc after SIGTERM, expected 75"; }
@@ -149,16 +153,15 @@ stop)
     { cat $log; failk other "no 'no --save was given' line"; }
 
   # 4. Ctrl-C twice: the second one ends the ranks at once, without a checkpoint.
-  log=twice
-  start $log --nproc-per-node 2 "$bin" "${flags[@]}" --epochs 4 --save twice.ckpt
-  wait_for 60 in_epoch 2 || { cat $log.raw; failk other "training did not reach epoch 2"; }
+  start_training twice --save twice.ckpt
   pids=$(pgrep -P "$job")
   # Both to the ranks directly, a moment apart (the same signal sent twice at once is
   # delivered once), so that the second one surely arrives during the stop.
   kill -INT $pids && sleep 0.02 && kill -INT $pids
   finish $log 30
   ((rc != 0 && rc != 75)) || { cat $log; failk other "two SIGINTs: ddprun exited $rc"; }
-  grep -q 'killed by signal 2' $log || { cat $log; failk other "no rank died of the second SIGINT"; }
+  grep -q 'killed by signal 2' $log ||
+    { cat $log; failk other "no rank died of the second SIGINT"; }
   no_orphans $pids
   echo "ok: stopped on request (75) and resumed bit for bit; one signalled rank stops all;"
   echo "    no --save is said; a second SIGINT ends the ranks at once"
@@ -173,8 +176,9 @@ resume-any-step)
     run_ranks "rest$k.log" "$ddprun" --nproc-per-node 2 "$bin" "${flags[@]}" --epochs 2 \
       --resume "cut$k.ckpt" --save "cut$k.ckpt"
     ((rc == 0)) || { cat "rest$k.log"; failk other "resuming at step $k exited $rc"; }
-    grep -q "^resumed from cut$k.ckpt: epoch $((k / 8 + 1)), step $((k % 8)) of it ($k steps in all)$" \
-      "rest$k.log" || { cat "rest$k.log"; failk other "no resume line at step $k"; }
+    where="epoch $((k / 8 + 1)), step $((k % 8)) of it ($k steps in all)"
+    grep -q "^resumed from cut$k.ckpt: $where$" "rest$k.log" ||
+      { cat "rest$k.log"; failk other "no resume line at step $k"; }
     same_as_full "cut$k.ckpt" "resumed at step $k"
     echo "resumed at step $k: the same checkpoint"
   done
@@ -186,8 +190,9 @@ resume-any-step)
     { echo "$out"; failk other "--resume of a truncated file: exit $rc, or no message naming it"; }
   rc=0
   out=$("$bin" "${flags[@]}" --epochs 2 --max-steps 1 --resume auto --save half.ckpt 2>&1) || rc=$?
-  ((rc == 0)) && grep -q '^--resume auto: no checkpoint at half.ckpt (not usable: read_state_dict(half.ckpt): .*truncated.*): starting fresh$' <<<"$out" ||
-    { echo "$out"; failk other "--resume auto of a truncated file: exit $rc, or did not start fresh"; }
+  skipped='^--resume auto: no checkpoint at half.ckpt (not usable: read_state_dict(half.ckpt): '
+  ((rc == 0)) && grep -q "$skipped.*truncated.*): starting fresh$" <<<"$out" ||
+    { echo "$out"; failk other "--resume auto of a truncated file: exit $rc, or no fresh start"; }
   [ "$("$entry" half.ckpt progress.global_step)" = 1 ] ||
     failk other "--resume auto did not replace the truncated file with a fresh run's checkpoint"
   echo "ok: resumed at every step tried, bit for bit; a truncated checkpoint is named, or skipped"
@@ -214,9 +219,11 @@ world-size)
   }
   for to in 1 4; do
     resume_on $to two.ckpt "to$to"
-    grep -q "^resumed on $to ranks\? from a checkpoint of 2: epoch 1's order continues at sample 160 (global batch 32)" \
-      "to$to.log" || { cat "to$to.log"; failk other "2 -> $to: no line saying where it continues"; }
-    grep -q '^final: test accuracy' "to$to.log" || { cat "to$to.log"; failk other "2 -> $to did not finish"; }
+    continues="epoch 1's order continues at sample 160 (global batch 32)"
+    grep -q "^resumed on $to ranks\? from a checkpoint of 2: $continues" "to$to.log" ||
+      { cat "to$to.log"; failk other "2 -> $to: no line saying where it continues"; }
+    grep -q '^final: test accuracy' "to$to.log" ||
+      { cat "to$to.log"; failk other "2 -> $to did not finish"; }
     [ "$("$entry" "to$to.ckpt" progress.global_step)" = 16 ] ||
       failk other "2 -> $to: the final checkpoint is not at step 16"
     echo "2 -> $to ranks: $(grep '^resumed on' "to$to.log" | cut -d';' -f1)"
@@ -263,8 +270,9 @@ world-size)
 
 restart-options)
   # A stand-in rank that fails until its restart count reaches 2.
-  out=$("$ddprun" --nproc-per-node 2 --max-restarts 3 bash -c \
-    'echo "count=$DDPRUN_RESTART_COUNT of $DDPRUN_MAX_RESTARTS"; ((DDPRUN_RESTART_COUNT >= 2)) || exit 3' 2>&1)
+  stand_in='echo "count=$DDPRUN_RESTART_COUNT of $DDPRUN_MAX_RESTARTS"
+            ((DDPRUN_RESTART_COUNT >= 2)) || exit 3'
+  out=$("$ddprun" --nproc-per-node 2 --max-restarts 3 bash -c "$stand_in" 2>&1)
   rc=$?
   ((rc == 0)) || { echo "$out"; failk other "ddprun --max-restarts 3 exited $rc"; }
   for k in 0 1 2; do
@@ -281,7 +289,8 @@ restart-options)
   # Ranks that stop on request are not restarted.
   out=$("$ddprun" --nproc-per-node 2 --max-restarts 2 bash -c 'exit 75' 2>&1)
   rc=$?
-  ((rc == 75)) && ! grep -q 'restart' <<<"$out" || { echo "$out"; failk other "exit 75 restarted ($rc)"; }
+  ((rc == 75)) && ! grep -q 'restart' <<<"$out" ||
+    { echo "$out"; failk other "exit 75 restarted ($rc)"; }
   # Nor is a job that ddprun was told to stop.
   log=sig
   start $log --nproc-per-node 2 --max-restarts 2 sleep 60
@@ -289,7 +298,8 @@ restart-options)
   pids=$(pgrep -P "$job")
   kill -TERM "$job"
   finish $log 20
-  ((rc == 143)) && ! grep -q 'restart' $log || { cat $log; failk other "SIGTERM to ddprun: exit $rc"; }
+  ((rc == 143)) && ! grep -q 'restart' $log ||
+    { cat $log; failk other "SIGTERM to ddprun: exit $rc"; }
   no_orphans $pids
   echo "ok: restarts counted in DDPRUN_RESTART_COUNT; none after exit 75 or a signal"
   ;;
@@ -300,7 +310,8 @@ restart)
   start $log --nproc-per-node 2 --max-restarts 1 "$bin" "${flags[@]}" --epochs 4 --save ck \
     --resume auto
   # Killed once the first checkpoint (end of epoch 1) is there and epoch 2 is under way.
-  wait_for 60 eval '[ -f ck ] && in_epoch 2' || { cat $log.raw; failk other "no checkpoint after epoch 1"; }
+  wait_for 60 eval '[ -f ck ] && in_epoch 2' ||
+    { cat $log.raw; failk other "no checkpoint after epoch 1"; }
   sleep "${LIFECYCLE_KILL_DELAY:-0}"
   pids=$(pgrep -P "$job")
   rank=${LIFECYCLE_VICTIM:-1}
