@@ -31,6 +31,7 @@
 #include <tuple>
 #include <vector>
 
+#include "dist/parallel/exit_codes.hpp"  // constants only: ddprun links ddp::tensor alone
 #include "tensor/error.hpp"
 #include "tools/ddprun/options.hpp"
 
@@ -48,9 +49,6 @@ constexpr auto kGracePeriod = std::chrono::seconds(10);
 // ranks get this long: a program that stops on request (ddp-train) finishes its step and
 // writes a checkpoint first. A second signal to ddprun is forwarded too, and ends them.
 constexpr auto kStopGracePeriod = std::chrono::seconds(60);
-// A rank's exit code for "stopped on request, resume later" (dist/parallel/exit_codes.hpp,
-// which ddprun, built on ddp::tensor alone, does not link against).
-constexpr int kExitStopped = 75;
 // Once every rank has exited, output still in the pipes is read for at most this long
 // (a rank's own child may hold a pipe open after the rank is gone).
 constexpr auto kDrainTime = std::chrono::seconds(1);
