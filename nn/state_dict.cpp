@@ -7,6 +7,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cstdio>
@@ -121,20 +122,23 @@ class TemporaryFile {
 };
 
 void write_all(int fd, const std::string& bytes, const std::filesystem::path& target,
-               const std::filesystem::path& temporary) {
+               const std::filesystem::path& temporary, const SaveObserver& observer) {
   std::size_t done = 0;
   while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    const std::size_t piece = std::min(kSaveChunkBytes, bytes.size() - done);
+    const ssize_t n = ::write(fd, bytes.data() + done, piece);
     if (n < 0 && errno == EINTR) continue;
     DDP_CHECK(n > 0, "save_state_dict(", target.string(), "): write(", temporary.string(),
               ") failed after ", done, " of ", bytes.size(), " bytes: ", errno_text());
     done += static_cast<std::size_t>(n);
+    if (observer) observer(SavePoint::Written, done);
   }
 }
 
 }  // namespace
 
-void save_state_dict(const StateDict& state, const std::filesystem::path& path) {
+void save_state_dict(const StateDict& state, const std::filesystem::path& path,
+                     const SaveObserver& observer) {
   const std::string bytes = encode(state);
   const std::filesystem::path folder =
       path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
@@ -146,7 +150,7 @@ void save_state_dict(const StateDict& state, const std::filesystem::path& path) 
         ::open(temporary.path().c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
     DDP_CHECK(file.get() >= 0, "save_state_dict(", path.string(), "): cannot create ",
               temporary.path().string(), ": ", errno_text());
-    write_all(file.get(), bytes, path, temporary.path());
+    write_all(file.get(), bytes, path, temporary.path(), observer);
     // The data must be on disk BEFORE the rename makes it the file: otherwise a crash
     // can leave the new name pointing at an empty or partial file.
     DDP_CHECK(::fsync(file.get()) == 0, "save_state_dict(", path.string(), "): fsync(",
@@ -154,9 +158,11 @@ void save_state_dict(const StateDict& state, const std::filesystem::path& path) 
     DDP_CHECK(file.close() == 0, "save_state_dict(", path.string(), "): close(",
               temporary.path().string(), ") failed: ", errno_text());
   }
+  if (observer) observer(SavePoint::BeforeRename, bytes.size());
   DDP_CHECK(::rename(temporary.path().c_str(), path.c_str()) == 0, "save_state_dict(",
             path.string(), "): rename(", temporary.path().string(), ") failed: ", errno_text());
   temporary.commit();
+  if (observer) observer(SavePoint::Renamed, bytes.size());
   // The rename is an update of the folder; fsync on the folder makes it durable.
   FileDescriptor dir(::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   DDP_CHECK(dir.get() >= 0 && ::fsync(dir.get()) == 0, "save_state_dict(", path.string(),

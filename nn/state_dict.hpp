@@ -28,11 +28,21 @@
 //
 // Writing is atomic: the bytes go to a temporary file in the same folder, which is
 // fsync'ed and then renamed over the target (and the folder fsync'ed), so a crash or a
-// full disk leaves either the old file or the new one, never half of one.
+// full disk leaves either the old file or the new one, never half of one. A process
+// killed before the rename leaves its temporary file (PATH.tmp.<pid>) behind: nothing
+// reads it, and nothing here deletes other processes' files (one may still be writing).
+//
+// Note [Testing a crash mid-save]
+// That a kill leaves the previous file is a claim about every instant of the save. A
+// SaveObserver is the seam that tests it deterministically: save_state_dict calls it at
+// each SavePoint, and a test's observer can raise SIGKILL there (tests/ch08/lifecycle/
+// test_save_crash.cpp kills a child process after N bytes, before and after the rename,
+// and checks the target bit for bit). Production callers pass none; it costs nothing.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -48,9 +58,22 @@ using StateDict = std::vector<std::pair<std::string, Tensor>>;
 inline constexpr char kStateDictMagic[] = "DDPSTATE";  // 8 bytes in the file, no NUL
 inline constexpr std::uint32_t kStateDictVersion = 1;
 
+// Where a save is when the observer is called (Note [Testing a crash mid-save]).
+enum class SavePoint {
+  Written,       // after every write() into the temporary file (at most kSaveChunkBytes)
+  BeforeRename,  // the temporary file complete, fsync'ed and closed; the target untouched
+  Renamed,       // the target replaced by the new file; the folder not yet fsync'ed
+};
+// bytes_written: bytes in the temporary file so far (all of them after Written).
+using SaveObserver = std::function<void(SavePoint point, std::size_t bytes_written)>;
+// The temporary file is written in pieces of at most this many bytes.
+inline constexpr std::size_t kSaveChunkBytes = std::size_t{1} << 20;
+
 // Writes `state` to `path` (tensors on any device; GPU ones are copied to the host).
-// Throws ddp::Error naming the path and the failing system call.
-void save_state_dict(const StateDict& state, const std::filesystem::path& path);
+// Throws ddp::Error naming the path and the failing system call. `observer`, when given,
+// is called at each SavePoint (for tests; Note [Testing a crash mid-save]).
+void save_state_dict(const StateDict& state, const std::filesystem::path& path,
+                     const SaveObserver& observer = {});
 
 // Reads and checks the whole file: magic, version, every header, every CRC, nothing left
 // over. The tensors come back on the CPU. Throws ddp::Error naming the path and the

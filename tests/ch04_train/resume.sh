@@ -8,7 +8,7 @@
 # after writing epoch 2's metrics row and before saving its checkpoint: the row is
 # dropped on resume, not doubled. Resuming the finished run trains nothing and reports
 # the same `final:` line. Last, resuming with another seed, batch size, lr, momentum,
-# weight decay or data set is refused, naming the flags.
+# weight decay, global batch or data set is refused, naming the flags.
 #   resume.sh <ddp-train> <data folder> <scratch folder>
 set -u
 bin=$1 data=$2 work=$3
@@ -82,7 +82,7 @@ refuse() {  # refuse <expected message part> <flags...>
 refuse "--seed 3 (this run: 4)" --seed 4
 # The cosine schedule's every step depends on the run's length (chapter 06).
 refuse "--epochs (the cosine's length) 2 (this run: 3)" --epochs 3
-refuse "--batch-size 32 (this run: 16)" --batch-size 16
+refuse "the global batch (--batch-size x ranks) 32 (this run: 16)" --batch-size 16
 refuse "--lr 0.1 (this run: 0.05)" --lr 0.05
 refuse "--momentum 0.9 (this run: 0.5), --weight-decay 5e-04 (this run: 0)" \
   --momentum 0.5 --weight-decay 0

@@ -7,14 +7,21 @@
 //   srun -n 4 ddp-train --sync-bn              # 4 ranks under SLURM, SyncBatchNorm
 //
 // Flags and defaults: ddp-train --help (options.cpp). The loop itself: trainer.cpp.
-// The last line of a successful run starts with "final:"; scripts check for it.
+// The last line of a successful run starts with "final:"; scripts check for it. A run
+// stopped by SIGTERM, SIGINT or SIGUSR1 ends with a "stopped by" line and exit code 75
+// (kExitStopped); the exit codes are listed in dist/parallel/exit_codes.hpp.
+#include <signal.h>
+#include <string.h>
+
 #include <chrono>
 #include <cstdio>
 #include <exception>
 
 #include "dist/launch_env.hpp"
+#include "dist/parallel/exit_codes.hpp"
 #include "tensor/error.hpp"
 #include "tools/ddp_train/options.hpp"
+#include "tools/ddp_train/stop_request.hpp"
 #include "tools/ddp_train/trainer.hpp"
 
 int main(int argc, char** argv) {
@@ -25,12 +32,14 @@ int main(int argc, char** argv) {
   } catch (const ddp::Error& e) {
     const std::string message = e.what();
     std::fprintf(stderr, "ddp-train: %s\n", message.substr(0, message.find('\n')).c_str());
-    return 2;
+    return ddp::kExitUsage;
   }
   if (options.help) {
     std::fputs(usage().c_str(), stdout);
     return 0;
   }
+  // Before the rendezvous: a signal during start-up stops the run after its first step.
+  install_stop_handlers();
   try {
     const auto start = std::chrono::steady_clock::now();
     Trainer trainer(options);
@@ -41,6 +50,20 @@ int main(int argc, char** argv) {
     const EpochResult last = trainer.run();
     const double wall =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (last.stopped_by != 0) {
+      if (speaker) {
+        const std::string how =
+            options.save.empty()
+                ? std::string("no --save was given, so no checkpoint was written and the run "
+                              "cannot be continued")
+                : "checkpoint " + options.save + " written; continue with --resume " +
+                      options.save;
+        std::printf("stopped by SIG%s after step %lld: %s\n", sigabbrev_np(last.stopped_by),
+                    static_cast<long long>(last.stopped_at_step), how.c_str());
+      }
+      std::fflush(stdout);
+      return ddp::kExitStopped;
+    }
     if (speaker) {
       std::printf("final: test accuracy %.2f%% (%lld/%lld after epoch %lld), wall time %.1f s\n",
                   last.test_accuracy, static_cast<long long>(last.test_correct),
@@ -61,6 +84,6 @@ int main(int argc, char** argv) {
     } catch (const std::exception&) {
     }
     std::fprintf(stderr, "ddp-train: %serror: %s\n", who.c_str(), e.what());
-    return 1;
+    return ddp::kExitError;
   }
 }

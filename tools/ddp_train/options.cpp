@@ -59,8 +59,15 @@ Trains the ResNet-style network of chapter 04 on MNIST and reports test accuracy
   --threads N           CPU threads per rank (default: OMP_NUM_THREADS, else the
                         cores divided among the ranks on this node)
   --metrics FILE.csv    write one row of metrics per epoch
-  --save PATH           write a checkpoint (model + optimizer + progress) after every epoch
-  --resume PATH         continue from a checkpoint written by --save
+  --save PATH           write a checkpoint (model + optimizer + progress) after every epoch,
+                        and when stopped by a signal
+  --resume PATH         continue from a checkpoint written by --save, also on another
+                        number of ranks with the same global batch
+  --resume auto         continue from --save's PATH when it holds a usable checkpoint,
+                        else start fresh (for jobs that restart: ddprun --max-restarts)
+  --timeout SECONDS     how long a rank waits for the others in the rendezvous and in
+                        every collective before it fails (default 300; PyTorch: 1800,
+                        600 for NCCL)
 
 Data parallel (chapter 06): started by ddprun, srun, mpirun or torchrun, every rank
 trains on its shard and gradients are averaged; alone, it is one process.
@@ -87,6 +94,16 @@ Seeing the overlap (chapter 07):
   --width K             every layer's channels x K (default 1: 77,754 parameters;
                         2: 308,074; 4: 1,226,442)
   --help                this text
+
+Stopping (chapter 08): SIGTERM, SIGINT (Ctrl-C) or SIGUSR1 (SLURM's --signal=B:USR1@T)
+make every rank finish its step; the ranks agree to stop after the same step, rank 0
+writes the --save checkpoint, and all exit with 75. A second signal ends it at once.
+
+Exit codes (dist/parallel/exit_codes.hpp):
+  0    the run finished ("final:" line)
+  1    an error; the message names the rank
+  2    bad flags; nothing was started
+  75   stopped on request; the last line says how to resume
 )";
 }
 
@@ -197,6 +214,10 @@ constexpr Flag kFlags[] = {
        o.width = parse_number<std::int64_t>(f, v, 1);
      }},
     {"--resume", [](TrainOptions& o, std::string_view, std::string_view v) { o.resume = v; }},
+    {"--timeout",
+     [](TrainOptions& o, std::string_view f, std::string_view v) {
+       o.timeout_s = parse_number<int>(f, v, 1);
+     }},
 };
 
 }  // namespace
@@ -237,6 +258,9 @@ TrainOptions parse_options(int argc, const char* const* argv) {
     }
     flag->set(o, name, value);
   }
+  // Checked here, so that a restarted job does not find out at its first checkpoint.
+  DDP_CHECK(o.resume != "auto" || !o.save.empty() || o.help,
+            "--resume auto needs --save PATH (the checkpoint it resumes from when it exists)");
   return o;
 }
 

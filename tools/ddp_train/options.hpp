@@ -31,7 +31,14 @@ struct TrainOptions {
   int threads = 0;              // CPU threads; 0 = OpenMP's default
   std::string metrics;          // CSV file, one row per epoch; empty = none
   std::string save;             // checkpoint written after every epoch (and at the end)
-  std::string resume;           // checkpoint to continue from
+  // Checkpoint to continue from; "auto" = --save's path when it holds a usable checkpoint,
+  // else a fresh start (what a job that restarts itself passes: ddprun --max-restarts).
+  std::string resume;
+  // Seconds a rank waits for the others (rendezvous, every collective) before it gives up
+  // with an error: InitOptions::timeout. PyTorch's default is 30 min (10 min for NCCL); a
+  // run on one node needs far less, and a dead peer is noticed sooner.
+  static constexpr int kDefaultTimeoutSeconds = 300;
+  int timeout_s = kDefaultTimeoutSeconds;
   // Data parallelism (chapter 06); used when a launcher started several ranks.
   std::string backend = "auto";     // tcp | mpi | nccl | auto (nccl on GPUs, else tcp)
   bool sync_bn = false;             // BatchNorm2d -> SyncBatchNorm2d

@@ -27,6 +27,7 @@
 #include "tensor/ops.hpp"
 #include "tensor/threads.hpp"
 #include "tools/ddp_train/progress.hpp"
+#include "tools/ddp_train/stop_request.hpp"
 
 namespace ddp::train {
 
@@ -60,8 +61,10 @@ Tensor counter(std::int64_t value) {
 // the saved lr, momentum and weight decay over whatever the new run asked for, silently.)
 // --max-steps, --device and --threads may change: another machine; so may --epochs
 // under a constant learning rate (a longer run), but not under the cosine schedule, whose
-// every step depends on the total. Resuming on another number of ranks is refused too:
-// the shards and the per-rank batch would differ. Floating-point flags: their 64 bits.
+// every step depends on the total. The number of ranks may change too, as long as the
+// global batch stays (Note [Resuming on another world size]); the checkpoint records the
+// ranks and the per-rank batch as well (config.world_size, config.batch_size), read on
+// resume but not compared. Floating-point flags: their 64 bits.
 struct RecordedSetting {
   const char* key;   // "config.<key>" in the checkpoint
   const char* flag;  // what the user types
@@ -71,13 +74,13 @@ struct RecordedSetting {
 };
 
 std::vector<RecordedSetting> recorded_settings(const TrainOptions& o, std::int64_t train_images,
-                                               std::int64_t batch_size, int world_size) {
+                                               std::int64_t global_batch) {
   auto bits = [](double v) { return std::bit_cast<std::int64_t>(v); };
   const bool cosine = o.schedule == "cosine";
   std::vector<RecordedSetting> settings = {
       {"seed", "--seed", static_cast<std::int64_t>(o.seed), false},
-      {"batch_size", "--batch-size", batch_size, false},
-      {"world_size", "ranks", world_size, false},
+      // Absent from checkpoints written before chapter 08: batch_size x world_size there.
+      {"global_batch_size", "the global batch (--batch-size x ranks)", global_batch, false},
       {"lr", "--lr", bits(o.lr), true},
       {"momentum", "--momentum", bits(o.momentum), true},
       {"weight_decay", "--weight-decay", bits(o.weight_decay), true},
@@ -170,6 +173,7 @@ std::unique_ptr<ProcessGroup> join_process_group(const TrainOptions& options, co
   if (env.world_size == 1) return nullptr;  // alone: no group, no averaging
   InitOptions init;
   init.backend = options.backend;
+  init.timeout = std::chrono::seconds(options.timeout_s);
   if (init.backend == "auto") {
     // NCCL wants a GPU of its own per rank; ranks that share one (more ranks on a node
     // than GPUs) stage their CUDA tensors through the tcp group instead. Decided per node:
@@ -281,7 +285,11 @@ Trainer::Trainer(TrainOptions options)
     schedule_ = nn::linear_warmup(warmup, 0.1, nn::cosine_annealing(options_.lr, total - warmup));
   }
   if (!options_.resume.empty()) {
-    together("reading the --resume checkpoint", [&] { load_checkpoint(options_.resume); });
+    const std::string path = resume_path();
+    if (!path.empty()) {
+      together("reading the --resume checkpoint", [&] { load_checkpoint(path); });
+      resumed_from_ = path;
+    }
   }
   together("opening the --metrics file", [&] { open_metrics(); });
 }
@@ -291,7 +299,7 @@ void Trainer::open_metrics() {
   if (!options_.metrics.empty() && rank() == 0) {
     // A resumed run appends; an empty file (a run killed before its first row) starts over.
     std::error_code ec;
-    const bool fresh = options_.resume.empty() || !std::filesystem::exists(options_.metrics) ||
+    const bool fresh = resumed_from_.empty() || !std::filesystem::exists(options_.metrics) ||
                        std::filesystem::file_size(options_.metrics, ec) == 0;
     if (!fresh) keep_finished_rows(options_.metrics, epoch_);
     metrics_.open(options_.metrics, fresh ? std::ios::trunc : std::ios::app);
@@ -304,7 +312,7 @@ void Trainer::open_metrics() {
   }
 }
 
-bool Trainer::train_epoch(EpochResult& result) {
+Trainer::EpochEnd Trainer::train_epoch(EpochResult& result) {
   model_->train();
   sampler_.set_epoch(epoch_);
   const std::int64_t steps = loader_->num_batches();
@@ -316,19 +324,24 @@ bool Trainer::train_epoch(EpochResult& result) {
   const auto start = std::chrono::steady_clock::now();
   const trace::Mark epoch_start = trace::mark();
   std::int64_t step = 0, images_this_run = 0;
-  bool stopped_early = false;
+  EpochEnd end = EpochEnd::Finished;
   for (Batch& batch : *loader_) {
     if (step++ < step_in_epoch_) continue;  // resumed: these batches were trained already
     if (options_.max_steps > 0 && global_step_ >= options_.max_steps) {
-      stopped_early = true;
+      end = EpochEnd::StepBudget;
       break;
     }
     train_step(batch);
     images_this_run += batch.labels.numel();
     if (progress)
       progress->update(step, images_seen_, loss_sum_ / static_cast<double>(images_seen_));
+    if (stop_agreed()) {
+      end = EpochEnd::StopRequested;
+      break;
+    }
   }
   if (progress) progress->finish();
+  if (end == EpochEnd::StopRequested) return end;  // no summary: the point is to stop soon
   result.train_seconds = seconds_since(start);
   if (trace::enabled()) result.timeline = trace::summarize_since(epoch_start);
   // The epoch's loss over all ranks' images; images/s for the whole job.
@@ -337,7 +350,30 @@ bool Trainer::train_epoch(EpochResult& result) {
   sum_over_ranks(loss, images);
   result.images_per_second = static_cast<double>(images[1]) / result.train_seconds;
   result.train_loss = images[0] > 0 ? loss[0] / static_cast<double>(images[0]) : 0.0;
-  return !stopped_early;
+  return end;
+}
+
+// Note [Agreeing to stop]
+// A signal reaches the ranks at different times: ddprun forwards it to one after the
+// other, SLURM signals each task, a user may `kill` one rank. A rank that stopped alone
+// would leave the others waiting in the next step's all-reduce until --timeout. So after
+// every step each rank contributes the signal it has seen (0: none) to a one-element
+// all-reduce with Max, and all of them act on the result: they stop after the same step,
+// with the same model, and rank 0 saves it. The cost is one 8-byte all-reduce per step,
+// a round trip (tens of microseconds over loopback tcp, a few over NCCL) against a step's
+// milliseconds (on a GPU it adds no wait: train_step already reads the loss back every
+// step); checking every K steps would divide it by K and delay the stop by up to K
+// steps, and riding on the gradients' all-reduce would tie this file to the Reducer.
+// The signal handler itself only records the number: stop_request.cpp.
+bool Trainer::stop_agreed() {
+  std::int64_t sig = stop_signal();
+  if (group_) {
+    Tensor flag = from_data(std::span<const std::int64_t>(&sig, 1), {1}).to(device_);
+    group_->all_reduce(flag, ReduceOp::Max)->wait();
+    sig = flag.to_vector<std::int64_t>()[0];
+  }
+  stop_signal_ = static_cast<int>(sig);
+  return sig != 0;
 }
 
 // One optimizer step on this rank's batch; with DDP, the gradients are averaged over the
@@ -521,7 +557,15 @@ EpochResult Trainer::run_epochs() {
     if (steps_used_up()) break;
     result = EpochResult{};
     result.epoch = epoch_ + 1;
-    const bool finished = train_epoch(result);
+    const EpochEnd end = train_epoch(result);
+    if (end == EpochEnd::StopRequested) {
+      // Every rank is here after the same step (Note [Agreeing to stop]).
+      if (!options_.save.empty()) save_checkpoint(options_.save);
+      result.stopped_by = stop_signal_;
+      result.stopped_at_step = global_step_;
+      return result;
+    }
+    const bool finished = end == EpochEnd::Finished;
     evaluate_into(result);
     if (rank() == 0) {
       std::printf(
@@ -600,6 +644,31 @@ void Trainer::write_metrics(const EpochResult& r) {
 // ((world size) tensors): every rank calls save_checkpoint, the sums are all-gathered,
 // and rank 0 writes the file (atomically: save_state_dict writes a temporary file, then
 // renames it). On --resume every rank reads the file and takes back its own sums.
+//
+// What a checkpoint does not need to hold, because it follows from what it holds:
+//   - the sampler's state: its epoch is progress.epoch, and the position in that epoch's
+//     order is progress.step_in_epoch x the global batch (the permutation itself is a
+//     function of --seed and the epoch, see DistributedSampler);
+//   - random number generators: none is drawn from during training. The initial weights
+//     come from --seed once, before any step; there is no dropout and no data
+//     augmentation (data/mnist.cpp only scales and normalises); the shuffle is the
+//     sampler's, above. A model or loader that draws random numbers per step would have to
+//     save its Generator's state here.
+//
+// Note [Resuming on another world size]
+// The DistributedSampler deals rank r the positions r, r + W, r + 2W, ... of the epoch's
+// order, and the DataLoader cuts each rank's list into batches of b. Batch k of rank r
+// is positions r + W(kb + j), j in [0, b): over all ranks, exactly the positions
+// [kB, (k+1)B) with B = bW, the global batch. So with a fixed global batch, step k of an
+// epoch covers the same samples whatever W is, an epoch has ceil(n / B) steps for every W,
+// and the schedule (which counts steps) is the same: a run saved on W ranks and resumed
+// on W' continues at the same sample. It is not the same arithmetic: each rank's
+// BatchNorm normalises its own b images (b differs), the gradient average sums in
+// another order, so the numbers continue close to, not equal to, the run that kept its
+// W. (With a padded epoch, n not a multiple of W, only the padding at the end differs.)
+// The per-rank loss sums of the old world are folded into the new one: old rank o's go to
+// new rank o mod W'; their total, hence the epoch's train loss, is kept. When W' divides
+// W these are exactly the positions new rank o mod W' would have trained.
 
 void Trainer::save_checkpoint(const std::string& path) {
   const std::vector<std::int64_t> all = gather_over_ranks(
@@ -625,16 +694,59 @@ void Trainer::write_checkpoint(const std::string& path, const std::vector<std::i
   state.emplace_back("progress.global_step", counter(global_step_));
   state.emplace_back("progress.images_seen", per_rank(images));
   state.emplace_back("progress.loss_sum_bits", per_rank(loss_bits));
-  for (const RecordedSetting& s :
-       recorded_settings(options_, train_set_.size(), batch_size_, world_size())) {
+  // Recorded, not compared on resume (see recorded_settings): the shape of the run.
+  state.emplace_back("config.batch_size", counter(batch_size_));
+  state.emplace_back("config.world_size", counter(world_size()));
+  for (const RecordedSetting& s : recorded_settings(options_, train_set_.size(), global_batch())) {
     state.emplace_back(std::string("config.") + s.key, counter(s.stored));
   }
   nn::save_state_dict(state, path);
 }
 
+// --resume auto: every rank looks at --save's path itself (they may be on different nodes);
+// they must come to the same answer, or some would resume and others start fresh.
+std::string Trainer::resume_path() {
+  if (options_.resume != "auto") return options_.resume;
+  const std::string& path = options_.save;
+  std::int64_t usable = 0;
+  std::string why = "none there yet";
+  if (std::filesystem::exists(path)) {
+    try {
+      static_cast<void>(nn::read_state_dict(path));  // the whole file, every CRC
+      usable = 1;
+    } catch (const Error& e) {
+      const std::string message = e.what();
+      why = "not usable: " + message.substr(0, message.find('\n'));
+    }
+  }
+  const std::vector<std::int64_t> all = gather_over_ranks({usable});
+  std::string disagree;
+  for (int r = 0; r < world_size(); ++r) {
+    if (all[static_cast<std::size_t>(r)] != all[0]) disagree += detail::concat(" ", r);
+  }
+  DDP_CHECK(disagree.empty(), "--resume auto: rank 0 ", all[0] ? "can" : "cannot",
+            " read a checkpoint at ", path, ", but rank(s)", disagree, " ",
+            all[0] ? "cannot" : "can", " (this is rank ", rank(), ": ",
+            usable ? "readable" : why, ")\nhint: every rank must see the same --save file "
+            "(a shared filesystem, or one node)");
+  if (rank() == 0) {
+    if (usable) {
+      std::printf("--resume auto: resuming from %s\n", path.c_str());
+    } else {
+      std::printf("--resume auto: no checkpoint at %s (%s): starting fresh\n", path.c_str(),
+                  why.c_str());
+    }
+    std::fflush(stdout);
+  }
+  return usable ? path : std::string();
+}
+
 void Trainer::load_checkpoint(const std::string& path) {
   const nn::StateDict state = nn::read_state_dict(path);
   nn::StateDict model_state, optimizer_state;
+  auto has = [&](const std::string& name) {
+    return std::any_of(state.begin(), state.end(), [&](const auto& e) { return e.first == name; });
+  };
   auto entry = [&](const std::string& name) -> const Tensor& {
     for (const auto& [key, t] : state) {
       if (key == name) return t;
@@ -643,41 +755,71 @@ void Trainer::load_checkpoint(const std::string& path) {
              "'\nhint: was it written by ddp-train --save?");
   };
   auto find = [&](const std::string& name) { return entry(name).item<std::int64_t>(); };
-  // This rank's value of a per-rank entry (the world size was checked above).
-  auto mine = [&](const std::string& name) {
-    const std::vector<std::int64_t> all = entry(name).to_vector<std::int64_t>();
-    DDP_CHECK(static_cast<int>(all.size()) == world_size(), "checkpoint ", path, ": entry '", name,
-              "' has ", all.size(), " values, expected one per rank (", world_size(), ")");
-    return all[static_cast<std::size_t>(rank())];
-  };
   for (const auto& [key, t] : state) {
     if (key.starts_with("model.")) model_state.emplace_back(key.substr(6), t);
     if (key.starts_with("optimizer.")) optimizer_state.emplace_back(key.substr(10), t);
   }
+  const std::int64_t saved_world = find("config.world_size");
   std::string differences;
-  for (const RecordedSetting& s :
-       recorded_settings(options_, train_set_.size(), batch_size_, world_size())) {
+  for (const RecordedSetting& s : recorded_settings(options_, train_set_.size(), global_batch())) {
     const std::string key = std::string("config.") + s.key;
-    const bool present =
-        std::any_of(state.begin(), state.end(), [&](const auto& e) { return e.first == key; });
-    const std::int64_t saved = present || !s.if_absent ? find(key) : *s.if_absent;
+    std::int64_t saved = 0;
+    if (has(key)) {
+      saved = find(key);
+    } else if (key == "config.global_batch_size") {  // written before chapter 08
+      saved = find("config.batch_size") * saved_world;
+    } else {
+      saved = s.if_absent ? *s.if_absent : find(key);  // find() names the missing entry
+    }
     if (saved == s.stored) continue;
     differences += std::string(differences.empty() ? "" : ", ") + s.flag + " " +
                    setting_text(s, saved) + " (this run: " + setting_text(s, s.stored) + ")";
   }
   DDP_CHECK(differences.empty(), "checkpoint ", path, " was written by a run with ", differences,
             "\nhint: resume with the flags of the run that saved it");
+  // This rank's share of a per-rank entry: old rank o's values for every o with
+  // o mod (this world) = this rank (Note [Resuming on another world size]); on the same
+  // world, exactly one, its own.
+  auto shares = [&](const std::string& name) {
+    const std::vector<std::int64_t> all = entry(name).to_vector<std::int64_t>();
+    DDP_CHECK(static_cast<std::int64_t>(all.size()) == saved_world, "checkpoint ", path,
+              ": entry '", name, "' has ", all.size(), " values, expected one per rank of the ",
+              saved_world, " that saved it (config.world_size)");
+    std::vector<std::int64_t> mine;
+    for (std::size_t o = static_cast<std::size_t>(rank()); o < all.size();
+         o += static_cast<std::size_t>(world_size())) {
+      mine.push_back(all[o]);
+    }
+    return mine;
+  };
   model_->load_state_dict(model_state, path);
   optimizer_->load_state_dict(optimizer_state, path);
   epoch_ = find("progress.epoch");
   step_in_epoch_ = find("progress.step_in_epoch");
   global_step_ = find("progress.global_step");
-  images_seen_ = mine("progress.images_seen");
-  loss_sum_ = std::bit_cast<double>(mine("progress.loss_sum_bits"));
+  images_seen_ = 0;
+  for (std::int64_t images : shares("progress.images_seen")) images_seen_ += images;
+  // Doubles stored as their bits. The first share is taken as it is, not added to 0.0:
+  // on the same world the sum is the saved one, bit for bit.
+  const std::vector<std::int64_t> losses = shares("progress.loss_sum_bits");
+  loss_sum_ = 0.0;
+  for (std::size_t i = 0; i < losses.size(); ++i) {
+    const double loss = std::bit_cast<double>(losses[i]);
+    loss_sum_ = i == 0 ? loss : loss_sum_ + loss;
+  }
   if (rank() == 0) {
     std::printf("resumed from %s: epoch %lld, step %lld of it (%lld steps in all)\n", path.c_str(),
                 static_cast<long long>(epoch_ + 1), static_cast<long long>(step_in_epoch_),
                 static_cast<long long>(global_step_));
+    if (saved_world != world_size()) {
+      std::printf("resumed on %d rank%s from a checkpoint of %lld: epoch %lld's order continues "
+                  "at sample %lld (global batch %lld); close to, not bitwise equal to, a run "
+                  "that kept %lld\n",
+                  world_size(), world_size() == 1 ? "" : "s", static_cast<long long>(saved_world),
+                  static_cast<long long>(epoch_ + 1),
+                  static_cast<long long>(step_in_epoch_ * global_batch()),
+                  static_cast<long long>(global_batch()), static_cast<long long>(saved_world));
+    }
   }
 }
 

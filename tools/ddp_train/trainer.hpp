@@ -14,7 +14,10 @@
 // the model's parameters and buffers, SGD's momentum buffers, and where the run is
 // (epoch, step within it, the loss summed so far). The order of the batches is a pure
 // function of (seed, epoch) -- see RandomSampler -- so a resumed run skips the batches
-// already done and continues to the same numbers as an uninterrupted one.
+// already done and continues to the same numbers as an uninterrupted one; on another
+// number of ranks, to the same samples (Note [Resuming on another world size]).
+// Chapter 08: a stop signal (stop_request.hpp) ends the run after a step that every rank
+// agrees on, with a checkpoint (Note [Agreeing to stop], trainer.cpp).
 #pragma once
 
 #include <cstdint>
@@ -45,6 +48,10 @@ struct EpochResult {
   std::int64_t test_total = 0;   // test images (2,000 bundled, 10,000 in full MNIST)
   double train_seconds = 0.0;    // the training loop alone, evaluation excluded
   double images_per_second = 0.0;
+  // Non-zero: the run stopped on this signal (SIGTERM, SIGINT, SIGUSR1) before its end,
+  // after global step `stopped_at_step`; the other fields are not filled in.
+  int stopped_by = 0;
+  std::int64_t stopped_at_step = 0;
   trace::Summary timeline;       // this rank's training loop, with --trace (Note [Overlap summary])
 };
 
@@ -60,7 +67,8 @@ class Trainer {
 
   // Runs the remaining epochs (or until --max-steps); prints progress and one summary
   // line per epoch; returns the last epoch's result. Resumed from a run that had already
-  // finished, it trains nothing and returns the evaluation of the loaded model.
+  // finished, it trains nothing and returns the evaluation of the loaded model. Stopped by
+  // a signal, it returns after the agreed step and the checkpoint, with stopped_by set.
   EpochResult run();
 
   // This rank's shard of the test set, summed over all ranks: the whole test set.
@@ -71,6 +79,7 @@ class Trainer {
   // "tcp", "mpi", "nccl", or "none" (one process, no group).
   std::string backend() const { return group_ ? group_->backend_name() : "none"; }
   std::int64_t batch_size() const { return batch_size_; }  // per rank
+  std::int64_t global_batch() const { return batch_size_ * world_size(); }
   // One line for the log: the recipe as this run applies it.
   std::string describe_recipe() const;
 
@@ -81,8 +90,11 @@ class Trainer {
   // next collective. `what` names the action in the others' message.
   template <typename Action>
   void together(const char* what, Action&& action);
-  // Trains until the end of the current epoch or the step budget; false if stopped early.
-  bool train_epoch(EpochResult& result);
+  enum class EpochEnd { Finished, StepBudget, StopRequested };
+  // Trains until the end of the current epoch, the step budget or an agreed stop.
+  EpochEnd train_epoch(EpochResult& result);
+  // After each step: did any rank get a stop signal? The same answer on every rank.
+  bool stop_agreed();
   bool steps_used_up() const;  // --max-steps given and reached
   void train_step(const Batch& batch);
   // Sums over all ranks (itself alone without a group).
@@ -95,6 +107,9 @@ class Trainer {
   // Rank 0's part: `all` holds every rank's (loss sum bits, images seen) pair.
   void write_checkpoint(const std::string& path, const std::vector<std::int64_t>& all);
   void open_metrics();
+  // --resume PATH: PATH; --resume auto: --save's path when every rank can read a
+  // checkpoint there, else "" (a fresh start). Says which (rank 0).
+  std::string resume_path();
   void load_checkpoint(const std::string& path);
   void write_metrics(const EpochResult& r);
   void print_timeline(const EpochResult& r) const;  // rank 0, with --trace
@@ -114,6 +129,8 @@ class Trainer {
   nn::LrSchedule schedule_;
   std::unique_ptr<DataLoader> loader_;
   std::ofstream metrics_;
+  std::string resumed_from_;  // the checkpoint loaded at the start; "" = a fresh run
+  int stop_signal_ = 0;       // the stop signal the ranks agreed on; 0 = none
 
   // Where the run is; what a checkpoint records besides the tensors.
   std::int64_t epoch_ = 0;          // 0-based epoch in progress

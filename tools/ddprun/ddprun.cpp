@@ -4,9 +4,12 @@
 //
 // The three things a launcher does, each in its own function: tell rank r who it is
 // (rank_environment), start it (start_rank), and supervise the ranks (supervise):
-// prefix their output, forward Ctrl-C, stop them all when one fails. It does not
-// restart failed ranks (torchrun's "elastic" mode) and does not reach other nodes: run
-// one ddprun per node (srun, ssh, pdsh), each with its --node-rank.
+// prefix their output, forward Ctrl-C, stop them all when one fails. With --max-restarts
+// N (chapter 08, torchrun's option of the same name) it then starts them all again, at
+// most N times (run); the program resumes from its own checkpoint (ddp-train --resume
+// auto). It does not change the number of ranks (torchrun's elastic --nnodes MIN:MAX)
+// and does not reach other nodes: run one ddprun per node (srun, ssh, pdsh), each with
+// its --node-rank (Note [Restarting on several nodes]).
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -28,6 +31,7 @@
 #include <tuple>
 #include <vector>
 
+#include "dist/parallel/exit_codes.hpp"  // constants only: ddprun links ddp::tensor alone
 #include "tensor/error.hpp"
 #include "tools/ddprun/options.hpp"
 
@@ -38,9 +42,13 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// After the first failure (or Ctrl-C) the other ranks get SIGTERM, and this long to
-// exit cleanly (flush logs, close sockets) before SIGKILL.
+// After the first failure the other ranks get SIGTERM, and this long to exit cleanly
+// (flush logs, close sockets) before SIGKILL.
 constexpr auto kGracePeriod = std::chrono::seconds(10);
+// After a signal forwarded to the ranks, or a rank that exited with kExitStopped, the
+// ranks get this long: a program that stops on request (ddp-train) finishes its step and
+// writes a checkpoint first. A second signal to ddprun is forwarded too, and ends them.
+constexpr auto kStopGracePeriod = std::chrono::seconds(60);
 // Once every rank has exited, output still in the pipes is read for at most this long
 // (a rank's own child may hold a pipe open after the rank is gone).
 constexpr auto kDrainTime = std::chrono::seconds(1);
@@ -50,20 +58,25 @@ constexpr auto kDrainTime = std::chrono::seconds(1);
 // a rank killed by a signal is blamed before one that exited with an error.
 constexpr auto kBlameWindow = std::chrono::milliseconds(250);
 // The signals ddprun passes on to every rank: Ctrl-C, kill, a closed terminal (the ranks
-// sit in process groups of their own, so the terminal's SIGHUP would not reach them), and
-// Ctrl-\, which the ranks get as SIGTERM (as torchrun does: a core dump per rank on a
-// shared filesystem helps nobody).
-constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+// sit in process groups of their own, so the terminal's SIGHUP would not reach them),
+// SIGUSR1 (SLURM's warning before the time limit, `sbatch --signal=B:USR1@T`, sent to the
+// batch script, which passes it on to ddprun), and Ctrl-\, which the ranks get as SIGTERM
+// (as torchrun does: a core dump per rank on a shared filesystem helps nobody).
+constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1};
 
 // ---- Who is rank r: its environment ---------------------------------------------------
 
 // The variables that tell a rank who it is, torchrun's names (dist/launch_env.hpp reads
 // them before any other launcher's, so a ddprun inside a SLURM or Open MPI job still
 // wins without unsetting theirs). Global rank = node_rank * nproc_per_node + local rank.
+// Besides: DDPRUN_RESTART_COUNT, 0 for the first start and k for the k-th restart, and
+// DDPRUN_MAX_RESTARTS (torchrun: TORCHELASTIC_RESTART_COUNT, TORCHELASTIC_MAX_RESTARTS).
 std::map<std::string, std::string> rank_environment(const Options& o, int local_rank,
-                                                    int master_port) {
+                                                    int master_port, int restart) {
   const int rank = o.node_rank * o.nproc_per_node + local_rank;
   return {
+      {"DDPRUN_RESTART_COUNT", std::to_string(restart)},
+      {"DDPRUN_MAX_RESTARTS", std::to_string(o.max_restarts)},
       {"RANK", std::to_string(rank)},
       {"WORLD_SIZE", std::to_string(o.nnodes * o.nproc_per_node)},
       {"LOCAL_RANK", std::to_string(local_rank)},
@@ -81,7 +94,10 @@ std::map<std::string, std::string> rank_environment(const Options& o, int local_
 // While it is bound, Linux hands the port to no other bind(0) or outgoing connection,
 // yet rank 0, which also sets SO_REUSEADDR (Socket::listen), may bind it and listen:
 // two SO_REUSEADDR sockets may share a port as long as neither was listening when the
-// second one bound.
+// second one bound. A restarted job (--max-restarts) uses the same port: the old rank 0
+// and every rank that talked to its store are gone (reaped, their process groups killed)
+// before the new ranks start, the connections they leave in TIME_WAIT do not stop an
+// SO_REUSEADDR bind, and the new rank 0's store starts empty: a fresh rendezvous.
 class PortReservation {
  public:
   explicit PortReservation(const std::string& address) {
@@ -141,7 +157,7 @@ struct Rank {
 // stdin from /dev/null (only the foreground process group may read the terminal). The
 // child gets a process group of its own, so that a signal to the rank (kill(-pid))
 // also reaches whatever the rank started.
-Rank start_rank(const Options& o, int local_rank, int master_port) {
+Rank start_rank(const Options& o, int local_rank, int master_port, int restart) {
   int out[2], err[2];
   DDP_CHECK(pipe2(out, O_CLOEXEC) == 0 && pipe2(err, O_CLOEXEC) == 0,
             "pipe2: ", std::strerror(errno));
@@ -159,7 +175,9 @@ Rank start_rank(const Options& o, int local_rank, int master_port) {
     const auto eq = entry.find('=');
     if (eq != std::string::npos) vars[entry.substr(0, eq)] = entry.substr(eq + 1);
   }
-  for (auto& [key, value] : rank_environment(o, local_rank, master_port)) vars[key] = value;
+  for (auto& [key, value] : rank_environment(o, local_rank, master_port, restart)) {
+    vars[key] = value;
+  }
   std::vector<std::string> env_strings;
   for (const auto& [key, value] : vars) env_strings.push_back(key + "=" + value);
   std::vector<char*> envp, argv;
@@ -301,13 +319,23 @@ void signal_all(std::vector<Rank>& ranks, int sig) {
   }
 }
 
+// How one start of the ranks ended: ddprun's exit code (see usage()), and whether a
+// rank failed on its own, the one ending that --max-restarts restarts. Not restarted: a
+// signal sent to ddprun (the user or the batch system wants the job gone), --timeout
+// (the job's time is up), ranks that exited with kExitStopped (they stopped on request).
+struct Outcome {
+  int exit_code = 0;
+  bool rank_failed = false;
+};
+
 // The loop of a launcher: until every rank has exited, copy their output (prefixed),
-// reap them, and react. The first rank to fail (non-zero exit, or a signal; kBlameWindow
-// says which when several fail at once) makes every other rank get SIGTERM, then SIGKILL
-// after kGracePeriod; the kForwarded signals sent to ddprun are passed on the same way.
-// Returns ddprun's exit code (see usage()).
-int supervise(std::vector<Rank>& ranks, int signal_fd, const Options& o) {
-  const Clock::time_point started = Clock::now();
+// reap them, and react. The first rank to fail (non-zero exit other than kExitStopped,
+// or a signal; kBlameWindow says which when several fail at once) makes every other rank
+// get SIGTERM, then SIGKILL after kGracePeriod; the kForwarded signals sent to ddprun are
+// passed on the same way, with kStopGracePeriod. `started`: when the job (its first
+// start) began, for --timeout.
+Outcome supervise(std::vector<Rank>& ranks, int signal_fd, const Options& o,
+                  Clock::time_point started) {
   std::optional<Clock::time_point> kill_at;     // SIGKILL stragglers then
   std::optional<Clock::time_point> drain_until;  // all exited: stop reading then
   std::optional<int> first_failure;             // index into ranks
@@ -316,10 +344,10 @@ int supervise(std::vector<Rank>& ranks, int signal_fd, const Options& o) {
   int got_signal = 0;
   bool timed_out = false;
 
-  // Sends `sig` to every rank, and SIGKILL after kGracePeriod to whoever is left.
-  const auto stop_everyone = [&](int sig) {
+  // Sends `sig` to every rank, and SIGKILL after `grace` to whoever is left.
+  const auto stop_everyone = [&](int sig, Clock::duration grace) {
     signal_all(ranks, sig);
-    if (!kill_at) kill_at = Clock::now() + kGracePeriod;
+    if (!kill_at) kill_at = Clock::now() + grace;
   };
   // Picks the rank to blame among the failures of the first kBlameWindow (a signal
   // death first, see kBlameWindow), says so, and stops the others.
@@ -335,7 +363,7 @@ int supervise(std::vector<Rank>& ranks, int signal_fd, const Options& o) {
       std::fprintf(stderr, "ddprun: rank %d also failed: %s\n", ranks[i].rank,
                    describe_status(ranks[i].status).c_str());
     }
-    stop_everyone(SIGTERM);
+    stop_everyone(SIGTERM, kGracePeriod);
   };
 
   for (;;) {
@@ -369,7 +397,7 @@ int supervise(std::vector<Rank>& ranks, int signal_fd, const Options& o) {
           got_signal = sig;
           std::fprintf(stderr, "ddprun: got %s, forwarding it to every rank\n", strsignal(sig));
         }
-        stop_everyone(sig == SIGQUIT ? SIGTERM : sig);
+        stop_everyone(sig == SIGQUIT ? SIGTERM : sig, kStopGracePeriod);
       }
     }
 
@@ -377,7 +405,11 @@ int supervise(std::vector<Rank>& ranks, int signal_fd, const Options& o) {
     for (Rank& r : ranks) {
       if (!r.running || waitpid(r.pid, &r.status, WNOHANG) != r.pid) continue;
       r.running = false;
-      const bool failed = !WIFEXITED(r.status) || WEXITSTATUS(r.status) != 0;
+      // A rank that stopped on request: the others agreed to stop after the same step
+      // (ddp-train) and follow within moments; kStopGracePeriod bounds the wait.
+      const bool stopped = WIFEXITED(r.status) && WEXITSTATUS(r.status) == kExitStopped;
+      if (stopped && !kill_at) kill_at = Clock::now() + kStopGracePeriod;
+      const bool failed = !WIFEXITED(r.status) || (WEXITSTATUS(r.status) != 0 && !stopped);
       if (failed && !first_failure && got_signal == 0 && !timed_out) {
         failures.push_back(static_cast<int>(&r - ranks.data()));
         if (!blame_at) blame_at = Clock::now() + kBlameWindow;
@@ -392,7 +424,7 @@ int supervise(std::vector<Rank>& ranks, int signal_fd, const Options& o) {
       timed_out = true;
       std::fprintf(stderr, "ddprun: the job ran past --timeout %d s; stopping every rank\n",
                    o.timeout_s);
-      stop_everyone(SIGTERM);
+      stop_everyone(SIGTERM, kGracePeriod);
     }
     if (kill_at && now >= *kill_at) {
       signal_all(ranks, SIGKILL);
@@ -418,15 +450,74 @@ int supervise(std::vector<Rank>& ranks, int signal_fd, const Options& o) {
       *fd = -1;
     }
   }
-  if (got_signal != 0) return 128 + got_signal;
-  if (timed_out) return 124;
+  const auto stopped = [](const Rank& r) {
+    return WIFEXITED(r.status) && WEXITSTATUS(r.status) == kExitStopped;
+  };
+  const bool all_stopped = std::all_of(ranks.begin(), ranks.end(), stopped);
+  if (got_signal != 0) {
+    // The ranks did what the signal asked of a program that stops on request.
+    if (all_stopped) {
+      std::fprintf(stderr, "ddprun: every rank stopped on request (exit code %d)\n",
+                   kExitStopped);
+      return {kExitStopped, false};
+    }
+    return {128 + got_signal, false};
+  }
+  if (timed_out) return {124, false};
   if (first_failure) {
     const Rank& r = ranks[*first_failure];
     std::fprintf(stderr, "ddprun: rank %d failed first (%s)\n", r.rank,
                  describe_status(r.status).c_str());
-    return exit_code_of(r.status);
+    return {exit_code_of(r.status), true};
   }
-  return 0;
+  // Signalled directly (SLURM signals every task itself): the ranks stopped, no failure.
+  if (std::any_of(ranks.begin(), ranks.end(), stopped)) {
+    std::fprintf(stderr, "ddprun: the ranks stopped on request (exit code %d)\n", kExitStopped);
+    return {kExitStopped, false};
+  }
+  return {0, false};
+}
+
+// Note [Restarting on several nodes]
+// --max-restarts restarts the ranks of this node only: ddprun knows no other node. On a
+// job of several nodes every node's ddprun must be given the same --max-restarts. When a
+// rank dies, the ranks of the other nodes fail too (their next collective finds a peer
+// gone, or runs into --timeout), so each node's ddprun sees a failure and restarts its
+// ranks, which meet at node 0's new store: the job restarts as a whole, every node
+// counting its own restarts. What this does not do, and torchrun's rendezvous does: it
+// has no notion of a round. A node whose ranks failed twice in one round (say, a rank
+// restarted while the others were still timing out) spends two of its restarts and may
+// run out before the others; a rank of an old round that is still alive on a node whose
+// ddprun has not noticed can connect to the new store. Give the program a short --timeout
+// so that every node notices a failure quickly, and prefer the batch system's requeue
+// (sbatch --requeue, with ddp-train --resume auto) for multi-node jobs.
+
+// Starts the ranks, supervises them, and with --max-restarts starts them all again after
+// a rank failed, at most that many times. Returns ddprun's exit code.
+int run_with_restarts(const Options& o, int signal_fd, int port) {
+  const Clock::time_point started = Clock::now();
+  for (int restart = 0;; ++restart) {
+    if (restart > 0) {
+      std::fprintf(stderr, "ddprun: restart %d of %d (--max-restarts): starting %d ranks again\n",
+                   restart, o.max_restarts, o.nproc_per_node);
+    }
+    std::vector<Rank> ranks;
+    for (int local = 0; local < o.nproc_per_node; ++local) {
+      try {
+        ranks.push_back(start_rank(o, local, port, restart));
+      } catch (...) {
+        signal_all(ranks, SIGKILL);  // do not leave half a job behind
+        throw;
+      }
+    }
+    const Outcome outcome = supervise(ranks, signal_fd, o, started);
+    if (!outcome.rank_failed || o.max_restarts == 0) return outcome.exit_code;
+    if (restart == o.max_restarts) {
+      std::fprintf(stderr, "ddprun: no restarts left (--max-restarts %d); giving up\n",
+                   o.max_restarts);
+      return outcome.exit_code;
+    }
+  }
 }
 
 int run(const Options& o) {
@@ -434,16 +525,7 @@ int run(const Options& o) {
   std::optional<PortReservation> reserved;  // held until every rank has exited
   if (o.master_port == 0) reserved.emplace(o.master_addr);
   const int port = reserved ? reserved->port() : o.master_port;
-  std::vector<Rank> ranks;
-  for (int local = 0; local < o.nproc_per_node; ++local) {
-    try {
-      ranks.push_back(start_rank(o, local, port));
-    } catch (...) {
-      signal_all(ranks, SIGKILL);  // do not leave half a job behind
-      throw;
-    }
-  }
-  return supervise(ranks, signal_fd, o);
+  return run_with_restarts(o, signal_fd, port);
 }
 
 }  // namespace

@@ -21,14 +21,29 @@ when one fails.
   --node-rank R        this node's index, 0..M-1 (default 0)
   --master-addr A      where rank 0 listens (default 127.0.0.1)
   --master-port P      its port; default: a free port, picked on a single node only
-  --timeout S          stop the job after S seconds, and exit with 124 (default: never)
+  --timeout S          stop the job after S seconds, and exit with 124 (default: never);
+                       restarts included
+  --max-restarts N     when a rank fails, stop the others and start all ranks of this
+                       node again, at most N times (default 0); each rank finds the count
+                       in DDPRUN_RESTART_COUNT (0 at the first start) and N in
+                       DDPRUN_MAX_RESTARTS. Not restarted: a signal sent to ddprun,
+                       --timeout, ranks that exit with 75. On several nodes, give every
+                       node's ddprun the same N: each restarts only its own ranks
   --help               this text
 
-Exit code: 0 when every rank succeeded; otherwise the first failing rank's exit code
-(128 + N when it was killed by signal N), 124 after --timeout, 128 + N when ddprun
-itself got signal N (it forwards SIGINT, SIGTERM and SIGHUP to every rank, and SIGQUIT
-as SIGTERM; if ddprun is killed outright, the kernel kills the rank processes too), 2 for
-bad flags.
+Signals: SIGINT, SIGTERM, SIGHUP and SIGUSR1 sent to ddprun go to every rank, SIGQUIT as
+SIGTERM; the ranks then have 60 s (a second signal is forwarded too) before SIGKILL. If
+ddprun is killed outright, the kernel kills the rank processes too.
+
+Exit code:
+  0        every rank succeeded
+  75       the ranks stopped on request (every rank exited with 75, as ddp-train does
+           after a stop signal): start the job again with --resume to continue
+  124      --timeout
+  128 + N  ddprun got signal N (and the ranks did not all exit with 75)
+  other    the first failing rank's exit code (128 + N when it was killed by signal N),
+           after the last restart
+  2        bad flags; nothing was started
 )";
 }
 
@@ -71,6 +86,8 @@ Options parse_options(int argc, const char* const* argv) {
       port_given = true;
     } else if (flag == "--timeout") {
       o.timeout_s = parse_int_flag(flag, value, 1, 1 << 30);
+    } else if (flag == "--max-restarts") {
+      o.max_restarts = parse_int_flag(flag, value, 0, 1000);
     } else {
       DDP_FAIL("unknown flag '", flag, "' (see --help)");
     }

@@ -1,7 +1,7 @@
 // ddprun's command line: the flags, their defaults and their parsing. Chapter 05.
 //
 //   ddprun --nproc-per-node N [--nnodes M --node-rank R --master-addr A --master-port P]
-//          [--timeout S] PROGRAM ARGS...
+//          [--timeout S] [--max-restarts N] PROGRAM ARGS...
 //
 // Everything from PROGRAM on belongs to the program, flags included. Nothing here
 // starts a process (ddprun.cpp does).
@@ -19,6 +19,7 @@ struct Options {
   std::string master_addr = "127.0.0.1";
   int master_port = 0;  // 0 = pick a free one (single node only)
   int timeout_s = 0;    // stop the whole job after this many seconds; 0 = never
+  int max_restarts = 0;  // start the ranks again after a failure, this many times at most
   std::vector<std::string> program;  // PROGRAM ARGS...
   bool help = false;
 };

@@ -1,0 +1,53 @@
+// Stopping on request (see stop_request.hpp). Chapter 08.
+//
+// Note [Async-signal-safe stop]
+// A signal can arrive between any two instructions, also inside malloc or inside a
+// collective; the only things a handler may safely do are writes to a volatile
+// sig_atomic_t and the few async-signal-safe calls (signal, raise, _exit, write). So the
+// handler stores the signal's number and returns; the training loop reads it after each
+// step, where stopping is safe: no collective is half done, the optimizer has applied the
+// update everywhere. A second signal while the first is still pending means "now": the
+// handler puts the default action back and raises the signal again, so the process dies
+// of it as if no handler had been installed (exit status 128 + signal in a shell).
+// SA_RESTART resumes the system calls the signal interrupted (a socket read in the middle
+// of an all-reduce); poll(), which is never restarted, is retried on EINTR in dist/.
+#include "tools/ddp_train/stop_request.hpp"
+
+#include <signal.h>
+
+#include <csignal>
+
+namespace ddp::train {
+
+namespace {
+
+// The one global of ddp-train: a handler cannot be given arguments.
+volatile std::sig_atomic_t received = 0;
+
+constexpr int kStopSignals[] = {SIGTERM, SIGINT, SIGUSR1};
+
+void on_stop_signal(int sig) {
+  if (received != 0) {  // the second one: die of it now
+    ::signal(sig, SIG_DFL);
+    ::raise(sig);
+    return;
+  }
+  received = sig;
+}
+
+}  // namespace
+
+void install_stop_handlers() {
+  struct sigaction action {};
+  action.sa_handler = on_stop_signal;
+  sigemptyset(&action.sa_mask);
+  // Blocking the others while the handler runs: two different signals arriving together
+  // are a first and a second, never two firsts.
+  for (int sig : kStopSignals) sigaddset(&action.sa_mask, sig);
+  action.sa_flags = SA_RESTART;
+  for (int sig : kStopSignals) sigaction(sig, &action, nullptr);
+}
+
+int stop_signal() { return received; }
+
+}  // namespace ddp::train

@@ -1,0 +1,19 @@
+// Stopping on request: SIGTERM, SIGINT and SIGUSR1 make ddp-train stop after the step in
+// progress, save its checkpoint and exit with kExitStopped (75). Chapter 08.
+//
+// The handler only records the signal (Note [Async-signal-safe stop]); the Trainer looks
+// at it between steps and the ranks agree on it there (Trainer::stop_agreed). A second
+// signal while the first is pending ends the process at once, as a second Ctrl-C ends a
+// PyTorch script. This file does not save, agree or exit: trainer.cpp and main.cpp do.
+#pragma once
+
+namespace ddp::train {
+
+// Installs the handler for SIGTERM, SIGINT and SIGUSR1 (SLURM's `--signal=B:USR1@T`
+// warning before the time limit). Call once, before training starts.
+void install_stop_handlers();
+
+// The first stop signal received (SIGTERM, SIGINT or SIGUSR1), or 0 when none came.
+int stop_signal();
+
+}  // namespace ddp::train
