@@ -12,6 +12,7 @@
 
 #include "autograd/engine.hpp"
 #include "autograd/grad_mode.hpp"
+#include "dist/parallel/ledger.hpp"
 #include "dist/parallel/replica_check.hpp"
 #include "tensor/error.hpp"
 #include "tensor/trace.hpp"
@@ -263,6 +264,8 @@ void Reducer::launch_ready_buckets() {
     // next forward refuses.)
     if (trace::enabled())
       trace::instant("reducer", detail::concat("bucket ", next_bucket_, ": launch"));
+    // A watched group (chapter 08) records the bucket with the collective it launches.
+    const ledger::Label label(detail::concat("bucket ", next_bucket_));
     bucket.work = hook_.launch(group_, bucket.flat);
     ++next_bucket_;
   }
@@ -386,9 +389,10 @@ void Reducer::shadow_backward(bool sync, int divisor) {
     const Device device = buckets_[0].flat.device();
     std::vector<Tensor> zero_buckets;  // alive until their collectives are waited for
     std::vector<std::shared_ptr<Work>> works;
-    for (const Bucket& bucket : buckets_) {
-      zero_buckets.push_back(
-          zeros({bucket.flat.numel()}, TensorOptions{.dtype = DType::Float32, .device = device}));
+    for (std::size_t b = 0; b < buckets_.size(); ++b) {
+      zero_buckets.push_back(zeros({buckets_[b].flat.numel()},
+                                   TensorOptions{.dtype = DType::Float32, .device = device}));
+      const ledger::Label label(detail::concat("shadow of bucket ", b));
       works.push_back(hook_.launch(group_, zero_buckets.back()));
     }
     Tensor used;  // nobody here used anything: zeros

@@ -11,7 +11,7 @@ build=${1:?usage: stress.sh BUILD_DIR [N]}
 n=${2:-20}
 build=$(cd "$build" && pwd) || exit 2
 here=$(cd "$(dirname "$0")" && pwd)
-desync=$build/tests/ch08_desync
+desync=$build/bin/ch08_desync
 ddprun=$build/bin/ddprun
 mpiexec=$(command -v mpiexec || command -v mpirun)
 for f in "$desync" "$ddprun" "$mpiexec"; do

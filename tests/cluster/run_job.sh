@@ -125,10 +125,12 @@ case $method in
       return 1
     }
     log_has() { grep -Eq "$1" "$log" 2>/dev/null; }
+    # The job's records in the jobcomp log: one per run (the first run's, cut short by the
+    # requeue, says FAILED or PENDING depending on timing); the run after `runs_before`
+    # records is the one that counts.
+    records() { grep "^JobId=$job_id " "$LOCAL_SLURM_DIR/log/jobcomp.log" 2>/dev/null; }
     finished() {
-      record=$(grep "^JobId=$job_id .* JobState=\(COMPLETED\|FAILED\|CANCELLED\|TIMEOUT\|NODE_FAIL\|OUT_OF_MEMORY\) " \
-               "$LOCAL_SLURM_DIR/log/jobcomp.log" 2>/dev/null | tail -n 1)
-      [[ -n $record ]]
+      (($(records | wc -l) > runs_before)) && record=$(records | tail -n 1)
     }
     rc=124
     # Training has begun once rank 0 has printed its recipe and a few steps have passed.
@@ -139,7 +141,9 @@ case $method in
       if wait_for 90 log_has '^launch: stopped and saved; requeueing job'; then
         # The requeued job waits for SLURM's requeue delay (about two minutes) first.
         wait_for 30 bash -c "scontrol update JobId=$job_id StartTime=now 2>/dev/null"
-        if wait_for 150 finished; then
+        if wait_for 60 log_has '^launch: run 2 of job' &&
+           wait_for 5 bash -c "grep -q '^JobId=$job_id ' '$LOCAL_SLURM_DIR/log/jobcomp.log'" &&
+           runs_before=$(records | wc -l) && wait_for 150 finished; then
           echo "jobcomp: $record"
           code=$(sed -n 's/.* ExitCode=\([0-9]*\):.*/\1/p' <<<"$record")
           rc=${code:-1}

@@ -97,12 +97,14 @@ Seeing the overlap (chapter 07):
 
 Stopping (chapter 08): SIGTERM, SIGINT (Ctrl-C) or SIGUSR1 (SLURM's --signal=B:USR1@T)
 make every rank finish its step; the ranks agree to stop after the same step, rank 0
-writes the --save checkpoint, and all exit with 75. A second signal ends it at once.
+writes the --save checkpoint, and all exit with 75. A second Ctrl-C ends it at once.
 
 Exit codes (dist/parallel/exit_codes.hpp):
   0    the run finished ("final:" line)
   1    an error; the message names the rank
   2    bad flags; nothing was started
+  4    the watchdog gave up: a collective passed --timeout, or the ranks called different
+       collectives; rank 0 prints the diagnosis ("rank 2 is behind ...")
   75   stopped on request; the last line says how to resume
 )";
 }

@@ -6,9 +6,13 @@
 // sig_atomic_t and the few async-signal-safe calls (signal, raise, _exit, write). So the
 // handler stores the signal's number and returns; the training loop reads it after each
 // step, where stopping is safe: no collective is half done, the optimizer has applied the
-// update everywhere. A second signal while the first is still pending means "now": the
-// handler puts the default action back and raises the signal again, so the process dies
-// of it as if no handler had been installed (exit status 128 + signal in a shell).
+// update everywhere. A second SIGINT while the first is still pending means "now" (Ctrl-C
+// twice: a person who will not wait): the handler puts the default action back and
+// raises the signal again, so the process dies of it as if no handler had been installed
+// (exit status 128 + signal in a shell). SIGTERM and SIGUSR1 come from schedulers and
+// launchers, which may deliver one request twice: srun signals every process of its job
+// step, ranks that ddprun started included, and ddprun forwards the same signal to them
+// again. Those repeats change nothing; SLURM's SIGKILL after KillWait is the hard stop.
 // SA_RESTART resumes the system calls the signal interrupted (a socket read in the middle
 // of an all-reduce); poll(), which is never restarted, is retried on EINTR in dist/.
 #include "tools/ddp_train/stop_request.hpp"
@@ -27,12 +31,12 @@ volatile std::sig_atomic_t received = 0;
 constexpr int kStopSignals[] = {SIGTERM, SIGINT, SIGUSR1};
 
 void on_stop_signal(int sig) {
-  if (received != 0) {  // the second one: die of it now
+  if (received != 0 && sig == SIGINT) {  // Ctrl-C again: die of it now
     ::signal(sig, SIG_DFL);
     ::raise(sig);
     return;
   }
-  received = sig;
+  if (received == 0) received = sig;  // the first request is the one reported
 }
 
 }  // namespace

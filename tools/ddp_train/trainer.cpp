@@ -20,6 +20,7 @@
 #include "dist/init.hpp"
 #include "dist/launch_env.hpp"
 #include "dist/parallel/comm_hooks.hpp"
+#include "dist/parallel/ledger.hpp"
 #include "dist/parallel/sync_batch_norm.hpp"
 #include "dist/process_group_tcp.hpp"
 #include "nn/state_dict.hpp"
@@ -168,7 +169,7 @@ LaunchEnv discover_for_training() {
   }
 }
 
-std::unique_ptr<ProcessGroup> join_process_group(const TrainOptions& options, const LaunchEnv& env,
+std::unique_ptr<WatchedGroup> join_process_group(const TrainOptions& options, const LaunchEnv& env,
                                                  Device device) {
   if (env.world_size == 1) return nullptr;  // alone: no group, no averaging
   InitOptions init;
@@ -181,7 +182,9 @@ std::unique_ptr<ProcessGroup> join_process_group(const TrainOptions& options, co
     const bool own_gpu = device.is_cuda() && cuda::device_count() >= env.local_world_size;
     init.backend = own_gpu ? "nccl" : "tcp";
   }
-  return init_process_group(init);
+  WatchOptions watched;
+  watched.timeout = init.timeout;  // the group's own deadline, and the watchdog's
+  return watch(init_process_group(init), watched);
 }
 
 int threads_per_rank(const TrainOptions& options, const LaunchEnv& launch) {
@@ -331,6 +334,9 @@ Trainer::EpochEnd Trainer::train_epoch(EpochResult& result) {
       end = EpochEnd::StepBudget;
       break;
     }
+    // Every collective of the step is recorded as "step N, ..." in the ledger (chapter 08):
+    // the watchdog's diagnosis says which step a rank hung in.
+    const ledger::Label label(detail::concat("step ", global_step_ + 1));
     train_step(batch);
     images_this_run += batch.labels.numel();
     if (progress)
@@ -462,6 +468,7 @@ void Trainer::check_same_data() {
 
 Evaluation Trainer::evaluate() {
   trace::Span span("evaluation", "evaluation");  // not compute: outside the summary
+  const ledger::Label label(detail::concat("evaluation after epoch ", epoch_ + 1));
   // The last training forward updated every rank's running statistics from its own
   // shard: rank 0's go to all first, so that the ranks evaluate one model, the one rank 0
   // saves (with --no-broadcast-buffers each rank keeps its own, as asked).
@@ -513,9 +520,14 @@ EpochResult Trainer::run() {
     together("writing the --trace file",
              [&] { trace::write(trace_file_for_rank(options_.trace, rank(), world_size())); });
   }
-  // Everyone leaves together: rank 0 serves the store, and must not go while a rank that
-  // is slower to finish still talks to it.
-  if (group_) group_->barrier()->wait();
+  // Everyone leaves together (Note [An orderly end], dist/process_group.hpp): after the
+  // last barrier, destroy() closes the ring in order and rank 0, which serves the store,
+  // waits until every rank has left it.
+  if (group_) {
+    const ledger::Label label("end of the run");
+    group_->barrier()->wait();
+    group_->destroy();
+  }
   return result;
 }
 
@@ -610,7 +622,7 @@ std::string Trainer::describe_recipe() const {
                              options_.comm_hook == "bf16" ? ", bf16 comm hook" : "")
             : options_.grad_sync;
     // "tcp (emulated link 1 Gbit/s, 50 us)" when DDP_TCP_LINK slows the tcp group down.
-    const auto* tcp = dynamic_cast<const ProcessGroupTcp*>(group_.get());
+    const auto* tcp = dynamic_cast<const ProcessGroupTcp*>(&group_->inner());
     ranks = detail::concat(world_size(), " ranks (", tcp ? tcp->description() : backend(),
                            ", gradients ", sync, options_.sync_bn ? ", SyncBatchNorm" : "",
                            options_.broadcast_buffers ? "" : ", buffers not broadcast", ")");
@@ -671,6 +683,7 @@ void Trainer::write_metrics(const EpochResult& r) {
 // W these are exactly the positions new rank o mod W' would have trained.
 
 void Trainer::save_checkpoint(const std::string& path) {
+  const ledger::Label label("checkpoint");
   const std::vector<std::int64_t> all = gather_over_ranks(
       {std::bit_cast<std::int64_t>(loss_sum_), images_seen_});  // (loss bits, images) per rank
   together("writing the checkpoint", [&] { write_checkpoint(path, all); });

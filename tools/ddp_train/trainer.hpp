@@ -29,6 +29,7 @@
 #include "data/distributed_sampler.hpp"
 #include "data/mnist.hpp"
 #include "dist/parallel/distributed_data_parallel.hpp"
+#include "dist/parallel/watchdog.hpp"
 #include "dist/launch_env.hpp"
 #include "dist/process_group.hpp"
 #include "nn/lr_schedule.hpp"
@@ -117,7 +118,7 @@ class Trainer {
   TrainOptions options_;
   LaunchEnv launch_;  // who started this process (discover_for_training)
   Device device_;
-  std::unique_ptr<ProcessGroup> group_;  // null: one process
+  std::unique_ptr<WatchedGroup> group_;  // null: one process (watchdog.hpp: chapter 08)
   std::int64_t batch_size_;              // per rank
   MnistDataset train_set_;
   MnistDataset test_set_;
@@ -146,8 +147,9 @@ Device resolve_device(const std::string& name, int local_rank = 0);
 
 // The process group for this run: null when no launcher started several ranks (and none
 // started this one at all), else init_process_group with --backend ("auto": nccl for a
-// CUDA device, tcp otherwise).
-std::unique_ptr<ProcessGroup> join_process_group(const TrainOptions& options,
+// CUDA device, tcp otherwise), watched (chapter 08): every collective and store call has
+// --timeout as its deadline, and a hang ends with the ledger's diagnosis and exit code 4.
+std::unique_ptr<WatchedGroup> join_process_group(const TrainOptions& options,
                                                 const LaunchEnv& launch, Device device);
 
 // The launcher's word (discover_launch_env), or one process in a SLURM batch script that

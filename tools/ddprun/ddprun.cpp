@@ -47,7 +47,8 @@ using Clock = std::chrono::steady_clock;
 constexpr auto kGracePeriod = std::chrono::seconds(10);
 // After a signal forwarded to the ranks, or a rank that exited with kExitStopped, the
 // ranks get this long: a program that stops on request (ddp-train) finishes its step and
-// writes a checkpoint first. A second signal to ddprun is forwarded too, and ends them.
+// writes a checkpoint first. A second signal to ddprun is forwarded too (a second SIGINT
+// ends ddp-train at once; a repeated SIGTERM or SIGUSR1 changes nothing).
 constexpr auto kStopGracePeriod = std::chrono::seconds(60);
 // Once every rank has exited, output still in the pipes is read for at most this long
 // (a rank's own child may hold a pipe open after the rank is gone).

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Chapter 08, the watchdog on planted desyncs and lost ranks: each run must end within the
 # timeout + 5 s, every rank non-zero, with a diagnosis (or error) that names the right rank
-# and collective, and leave no process behind. Drives ch08_desync (desync_main.cpp).
+# and collective, and leave no process behind. Drives ch08_desync (tutorial/ch08_teardown/ch08_desync.cpp).
 #   desync.sh <scenario> <ch08_desync> <ddprun> <mpiexec> <scratch folder>
 # Scenarios (timeout 3 s; "rank R" is the one that goes wrong):
 #   skip            4 ranks, rank 2 skips step 3: rank 0's diagnosis says rank 2 called

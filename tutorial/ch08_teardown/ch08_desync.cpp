@@ -1,9 +1,11 @@
 // ch08_desync: a watched process group (dist/parallel/watchdog.hpp) that goes out of
-// step on purpose, for chapter 08's ledger tests (desync.sh starts it under ddprun or
-// mpirun and reads the diagnosis). It also shows the labels as the trainer and the
+// step on purpose: chapter 08's failure zoo, live. Run a scenario under ddprun or mpirun
+// and read the diagnosis (tutorial/ch08_teardown/README.md); tests/ch08/ledger/desync.sh
+// runs every scenario and checks it. It also shows the labels as the trainer and the
 // Reducer set them: "step N" around a step, "bucket b" around each bucket's all-reduce,
 // "end of epoch E" around the epoch's barrier.
 //
+//   ddprun --nproc-per-node 4 ch08_desync --scenario skip --rank 2 --step 3
 //   ch08_desync --scenario S [--rank R] [--step K] [--steps N] [--backend tcp|mpi]
 //               [--timeout-s T] [--tag WORD]
 // Scenarios (rank R does it at step K; every other rank runs the plain loop):
