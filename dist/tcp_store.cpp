@@ -692,7 +692,7 @@ void TCPStore::probe_taken_port() {
   fail_conflict(detail::concat("two processes were started as rank 0 of this job: ", server,
                                " serves the store at ",
                                format_address(options_.host, options_.port), ", and ",
-                               this_process(), " (this process) found that port taken"));
+                               this_process(), ", started later, found that port taken"));
 }
 
 // Note [Joining the store]
@@ -726,7 +726,7 @@ void TCPStore::join_job() {
     if (holder != claimant) {
       fail_conflict(detail::concat("rank ", options_.rank, " of ", options_.world_size,
                                    " is claimed twice: by ", holder, " first, and by ", claimant,
-                                   " (this process), through the store at ",
+                                   " second, through the store at ",
                                    format_address(options_.host, port_)));
     }
   }
