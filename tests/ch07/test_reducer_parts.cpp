@@ -18,6 +18,7 @@
 #include "nn/sequential.hpp"
 #include "tensor/error.hpp"
 #include "tensor/random.hpp"
+#include "tests/support/world_of_one.hpp"
 
 using namespace ddp;
 using Buckets = std::vector<std::vector<std::size_t>>;
@@ -71,15 +72,7 @@ TEST_CASE("a queued callback runs after the last node of the backward", "[reduce
   CHECK_THROWS_WITH(queue_backward_callback([] {}), Catch::Contains("outside a backward pass"));
 }
 
-namespace {
-// A process group of one rank (no peer: every collective returns at once).
-std::unique_ptr<ProcessGroupTcp> world_of_one() {
-  TCPStoreOptions o;
-  o.port = 0;
-  o.is_server = true;
-  return std::make_unique<ProcessGroupTcp>(std::make_shared<TCPStore>(o), 0, 1);
-}
-}  // namespace
+using ddp::testing::world_of_one;  // a group of one rank: tests/support
 
 TEST_CASE("the Reducer makes each gradient a view of its bucket", "[reducer]") {
   auto group = world_of_one();

@@ -17,6 +17,7 @@
 #include "nn/resnet_mnist.hpp"
 #include "tensor/error.hpp"
 #include "tensor/random.hpp"
+#include "tests/support/world_of_one.hpp"
 
 using namespace ddp;
 using Counts = std::vector<std::int64_t>;
@@ -59,15 +60,7 @@ TEST_CASE("read_join_round: ranks that disagree are an error, not a hang", "[joi
   CHECK_THROWS_WITH(read_join_round(Counts{1, 1}, true, "test"), Catch::Contains("world + 2"));
 }
 
-namespace {
-// A process group of one rank (no peer: every collective returns at once).
-std::unique_ptr<ProcessGroupTcp> world_of_one() {
-  TCPStoreOptions o;
-  o.port = 0;
-  o.is_server = true;
-  return std::make_unique<ProcessGroupTcp>(std::make_shared<TCPStore>(o), 0, 1);
-}
-}  // namespace
+using ddp::testing::world_of_one;  // a group of one rank: tests/support
 
 TEST_CASE("a Join on a world of one: nothing to shadow, the model stays", "[join]") {
   auto group = world_of_one();

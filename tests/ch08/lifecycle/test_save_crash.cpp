@@ -20,6 +20,7 @@
 
 #include "nn/state_dict.hpp"
 #include "tensor/ops.hpp"
+#include "tests/support/temp_dir.hpp"
 
 using Catch::Contains;
 namespace fs = std::filesystem;
@@ -27,38 +28,13 @@ namespace nn = ddp::nn;
 
 namespace {
 
-// A fresh folder under the system's temporary folder, removed with everything in it.
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path_ = fs::temp_directory_path() /
-            ("ddp_ch08_crash_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const fs::path& path() const { return path_; }
+using ddp::testing::read_bytes;
+using ddp::testing::write_bytes;
 
- private:
-  fs::path path_;
+// This file's folders: ddp_ch08_crash_<pid>_<n>.
+struct TempDir : ddp::testing::TempDir {
+  TempDir() : ddp::testing::TempDir("ch08_crash") {}
 };
-
-std::string read_bytes(const fs::path& path) {
-  std::string bytes(fs::file_size(path), '\0');
-  std::ifstream in(path, std::ios::binary);
-  in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  return bytes;
-}
-
-void write_bytes(const fs::path& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
 
 // Generation g of a checkpoint: 1.5 Mi float32 weights (6 MiB, 7 pieces of kSaveChunkBytes)
 // and a step counter, every value depending on g, so that two generations differ in
