@@ -29,6 +29,7 @@
 #include "tensor/error.hpp"
 #include "tensor/tensor.hpp"
 #include "tests/ch05/fork_ranks.hpp"
+#include "tests/ch05/local_store.hpp"
 
 using namespace std::chrono_literals;
 using ddp::ProcessGroupTcp;
@@ -40,12 +41,10 @@ namespace {
 constexpr ReduceOp kOps[] = {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max, ReduceOp::Min};
 constexpr std::int64_t k16MiBFloats = 4 * 1024 * 1024;
 
-std::unique_ptr<ddp::TCPStore> start_server() {
-  ddp::TCPStoreOptions o;
-  o.port = 0;
-  o.is_server = true;
-  o.timeout = 20s;
-  return std::make_unique<ddp::TCPStore>(o);
+// The store runs in a process of its own (tests/ch05/local_store.hpp), so that ranks are
+// forked from a parent without threads.
+std::unique_ptr<ddp::test::ForkedStoreServer> start_server() {
+  return std::make_unique<ddp::test::ForkedStoreServer>();
 }
 
 struct Rank {
