@@ -18,6 +18,7 @@
 #include "tensor/ops.hpp"
 #include "tensor/random.hpp"
 #include "tests/ch05/fork_ranks.hpp"
+#include "tests/ch05/local_store.hpp"
 
 using namespace std::chrono_literals;
 using ddp::Tensor;
@@ -25,12 +26,10 @@ using ddp::Variable;
 
 namespace {
 
-std::unique_ptr<ddp::TCPStore> start_server() {
-  ddp::TCPStoreOptions o;
-  o.port = 0;
-  o.is_server = true;
-  o.timeout = 20s;
-  return std::make_unique<ddp::TCPStore>(o);
+// The store runs in a process of its own (tests/ch05/local_store.hpp), so that ranks are
+// forked from a parent without threads.
+std::unique_ptr<ddp::test::ForkedStoreServer> start_server() {
+  return std::make_unique<ddp::test::ForkedStoreServer>();
 }
 
 std::unique_ptr<ddp::ProcessGroupTcp> join(int port, int rank, int world, const char* prefix) {
