@@ -481,7 +481,7 @@ TEST_CASE("tcp reports a failure within its timeout when the store is frozen", "
   REQUIRE(server >= 0);
   if (server == 0) {
     ::alarm(60);
-    auto store = start_server();
+    auto store = ddp::test::local_store_server();  // in this process: SIGSTOP freezes it
     const int port = store->port();
     (void)!::write(to_parent[1], &port, sizeof port);
     for (;;) ::pause();
