@@ -77,8 +77,9 @@ int sync_rank(int port, int rank, int world) {
   Variable y_all = ddp::batch_norm(x_all, w_ref, b_ref, rm_ref, rv_ref, true, 0.1, 1e-5);
   ddp::sum(ddp::mul(y_all, Variable(in.probe))).backward();
 
-  const std::int64_t first = kFirst[rank], count = world == 3 ? kCount[rank] : kBatch / world;
-  const std::int64_t start = world == 3 ? first : rank * count;
+  // kFirst and kCount hold the 3-rank split only: index them at world 3 alone.
+  const std::int64_t count = world == 3 ? kCount[rank] : kBatch / world;
+  const std::int64_t start = world == 3 ? kFirst[rank] : rank * count;
   Variable x(in.x.narrow(0, start, count).contiguous(), true);
   Variable w(in.weight.clone(), true), b(in.bias.clone(), true);
   Tensor rm = ddp::zeros({kChannels}), rv = ddp::ones({kChannels});
