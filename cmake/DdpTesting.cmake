@@ -25,12 +25,73 @@ set(DDP_PROCESS_ENV "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;\
 OMPI_MCA_btl_vader_single_copy_mechanism=none;OMPI_MCA_btl_tcp_if_include=lo;\
 OMPI_MCA_oob_tcp_if_include=lo;OMP_NUM_THREADS=1")
 
+# ---- Sanitizer builds (the asan and tsan presets) ------------------------------------
+# Note [Tests under sanitizers]
+# A sanitized program runs several times slower and keeps more memory resident (ASan's
+# shadow and its quarantine of freed blocks, TSan's shadow), so a sanitizer build scales
+# the limits that tests set for the release build, here and nowhere else:
+#   DDP_TEST_TIME_SCALE    multiplies every ctest TIMEOUT (ddp_test_timeout() below), and
+#                          reaches the tests as $DDP_TEST_TIME_SCALE for the bounds they
+#                          set themselves (run_forked's alarm: tests/ch05/fork_ranks.hpp)
+#   DDP_TEST_MEMORY_SCALE  reaches the tests as $DDP_TEST_MEMORY_SCALE, which the tests
+#                          that bound their own memory read (tests/support/test_scale.hpp)
+# A release build keeps 1 and 1: its limits are never loosened. The sanitizers' options
+# travel with every test (DDP_SANITIZER_ENV), so that plain `ctest --test-dir build/asan`
+# behaves as the preset does; their suppressions name only third-party libraries
+# (cmake/sanitizers/*.supp, one comment per entry).
+#
+# Open MPI never frees its tables, and the components it dlopen()s are unloaded before
+# LeakSanitizer reports, so with ASan's fast unwinder (frame pointers, which Open MPI's
+# libraries lack) such a leak's stack is one frame in an "<unknown module>" that no
+# suppression can name. Tests that start ranks under mpirun (ddp_add_process_test sees
+# the launcher in their command) therefore record allocation stacks with the slow,
+# DWARF-based unwinder (fast_unwind_on_malloc=0): slower (MPI_Init: ~2-3x), and every
+# leak of Open MPI then has libmpi, libopen-pal, libopen-rte or libevent in its stack.
+set(DDP_SANITIZER_SUPPRESSIONS ${CMAKE_CURRENT_LIST_DIR}/sanitizers)
+set(DDP_SANITIZER_MPI_ENV "")
+if(DDP_SANITIZER STREQUAL "address")
+  # x5: ddp-train under ASan took ~45 s a run on the shared 2-core box, and the resume
+  # test makes ~10 runs (release: 120 s; x3 timed out at 360 s, the checks all passing).
+  set(DDP_TEST_TIME_SCALE 5)
+  set(DDP_TEST_MEMORY_SCALE 1.5)
+  set(_ddp_asan "detect_leaks=1:abort_on_error=1")
+  set(DDP_SANITIZER_ENV
+    "ASAN_OPTIONS=${_ddp_asan}"
+    "UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1"
+    "LSAN_OPTIONS=suppressions=${DDP_SANITIZER_SUPPRESSIONS}/lsan-openmpi.supp:print_suppressions=0")
+  set(DDP_SANITIZER_MPI_ENV "ASAN_OPTIONS=${_ddp_asan}:fast_unwind_on_malloc=0")
+elseif(DDP_SANITIZER STREQUAL "thread")
+  set(DDP_TEST_TIME_SCALE 8)  # TSan: 5-15x (a ch05 ddprun test: 156 s, limit 120 s in release)
+  set(DDP_TEST_MEMORY_SCALE 2)
+  # One OpenMP thread per process: libgomp is not instrumented, so TSan cannot see its
+  # barriers and would call every parallel loop a race (cmake/sanitizers/tsan.supp).
+  set(DDP_SANITIZER_ENV
+    "TSAN_OPTIONS=suppressions=${DDP_SANITIZER_SUPPRESSIONS}/tsan.supp:halt_on_error=1:\
+second_deadlock_stack=1:print_suppressions=0"
+    "OMP_NUM_THREADS=1")
+else()
+  set(DDP_TEST_TIME_SCALE 1)
+  set(DDP_TEST_MEMORY_SCALE 1)
+  set(DDP_SANITIZER_ENV "")
+endif()
+list(APPEND DDP_SANITIZER_ENV "DDP_TEST_TIME_SCALE=${DDP_TEST_TIME_SCALE}"
+                              "DDP_TEST_MEMORY_SCALE=${DDP_TEST_MEMORY_SCALE}")
+list(APPEND DDP_PROCESS_ENV ${DDP_SANITIZER_ENV})
+
+# ddp_test_timeout(<out-var> <seconds>): a test's TIMEOUT for this build, the release
+# build's seconds times DDP_TEST_TIME_SCALE.
+function(ddp_test_timeout out seconds)
+  math(EXPR scaled "${seconds} * ${DDP_TEST_TIME_SCALE}")
+  set(${out} ${scaled} PARENT_SCOPE)
+endfunction()
+
 
 function(ddp_add_test)
   cmake_parse_arguments(T "CUDA" "NAME;CHAPTER;LAYER;TIMEOUT" "SOURCES;LIBS" ${ARGN})
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 120)
   endif()
+  ddp_test_timeout(T_TIMEOUT ${T_TIMEOUT})
   add_executable(${T_NAME} ${T_SOURCES})
   if(T_CUDA)
     target_sources(${T_NAME} PRIVATE ${PROJECT_SOURCE_DIR}/tests/support/cuda_main.cpp)
@@ -50,13 +111,15 @@ function(ddp_add_test)
     TEST_PREFIX "'${T_CHAPTER}.${T_LAYER}: '"
     PROPERTIES TIMEOUT ${T_TIMEOUT}
                SKIP_RETURN_CODE ${DDP_SKIP_RETURN_CODE})
-  # Labels are a list, and catch_discover_tests flattens list-valued PROPERTIES (the
-  # second label would become a property name). So they are set by a second script that
-  # ctest reads after the discovered tests: it labels every name in <target>_TESTS.
+  # Labels (and the sanitizers' environment) are lists, and catch_discover_tests
+  # flattens list-valued PROPERTIES (the second label would become a property name). So
+  # they are set by a second script that ctest reads after the discovered tests: it sets
+  # them on every name in <target>_TESTS.
   set(labels_script ${CMAKE_CURRENT_BINARY_DIR}/${T_NAME}_labels.cmake)
   file(WRITE ${labels_script}
     "if(${T_NAME}_TESTS)\n"
-    "  set_tests_properties(\${${T_NAME}_TESTS} PROPERTIES LABELS \"${T_CHAPTER};${T_LAYER}\")\n"
+    "  set_tests_properties(\${${T_NAME}_TESTS} PROPERTIES LABELS \"${T_CHAPTER};${T_LAYER}\"\n"
+    "                       ENVIRONMENT \"${DDP_SANITIZER_ENV}\")\n"
     "endif()\n")
   set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${labels_script})
 endfunction()
@@ -64,7 +127,12 @@ endfunction()
 # ddp_add_process_test(<name> <labels> <timeout> COMMAND...): a test that starts processes
 # as a user does (ddprun, mpirun, a script), in DDP_PROCESS_ENV.
 function(ddp_add_process_test name labels timeout)
+  ddp_test_timeout(timeout ${timeout})
+  set(env ${DDP_PROCESS_ENV})
+  if("${ARGN}" MATCHES "mpirun|mpiexec")  # MPIEXEC_EXECUTABLE is one of the two
+    list(APPEND env ${DDP_SANITIZER_MPI_ENV})  # after DDP_PROCESS_ENV: it wins
+  endif()
   add_test(NAME "${name}" COMMAND ${ARGN})
   set_tests_properties("${name}" PROPERTIES LABELS "${labels}" TIMEOUT ${timeout}
-                       ENVIRONMENT "${DDP_PROCESS_ENV}")
+                       ENVIRONMENT "${env}")
 endfunction()

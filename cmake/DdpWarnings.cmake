@@ -26,11 +26,25 @@ function(ddp_set_warnings target)
   endif()
 endfunction()
 
-if(DDP_SANITIZE)
+# DDP_SANITIZE: OFF, ON or "address" (AddressSanitizer + UBSan, the asan preset), or
+# "thread" (ThreadSanitizer, the tsan preset). DDP_SANITIZER says which, for the tests
+# (cmake/DdpTesting.cmake scales their timeouts and points them at the suppressions).
+if(DDP_SANITIZE STREQUAL "thread")
+  set(DDP_SANITIZER thread)
+  add_compile_options($<$<COMPILE_LANGUAGE:CXX>:-fsanitize=thread>
+                      $<$<COMPILE_LANGUAGE:CXX>:-fno-omit-frame-pointer>)
+  add_link_options(-fsanitize=thread)
+elseif(DDP_SANITIZE)
+  if(NOT DDP_SANITIZE MATCHES "^(ON|on|On|TRUE|true|1|YES|yes|address)$")
+    message(FATAL_ERROR "DDP_SANITIZE=${DDP_SANITIZE}: expected OFF, ON (= address) or thread")
+  endif()
+  set(DDP_SANITIZER address)
   add_compile_options($<$<COMPILE_LANGUAGE:CXX>:-fsanitize=address,undefined>
                       $<$<COMPILE_LANGUAGE:CXX>:-fno-omit-frame-pointer>
                       $<$<COMPILE_LANGUAGE:CXX>:-fno-sanitize-recover=undefined>)
   add_link_options(-fsanitize=address,undefined)
+else()
+  set(DDP_SANITIZER none)
 endif()
 
 # ---- A compiler bug the build checks for ---------------------------------------------

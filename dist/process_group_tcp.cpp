@@ -473,9 +473,11 @@ void ProcessGroupTcp::small_all_reduce(T* data, std::int64_t n, ReduceOp op) {
   // straight into place, they never reduce through it).
   T* all = reinterpret_cast<T*>(scratch_.data());
   const auto row_bytes = static_cast<std::size_t>(n) * sizeof(T);
-  std::memcpy(all + rank() * n, data, row_bytes);
+  // An empty tensor's data() is null, and memcpy from null is undefined even for 0 bytes
+  // (UBSan says so): skip the copies, not the ring, whose headers every rank exchanges.
+  if (row_bytes > 0) std::memcpy(all + rank() * n, data, row_bytes);
   ring_all_gather(all, n, /*spin=*/true);
-  std::memcpy(data, all, row_bytes);
+  if (row_bytes > 0) std::memcpy(data, all, row_bytes);
   for (int r = 1; r < w; ++r) combine(data, all + r * n, static_cast<std::size_t>(n), op);
   if (op == ReduceOp::Avg) divide(data, n, w);
 }

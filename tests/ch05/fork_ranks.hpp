@@ -11,11 +11,14 @@
 #include <functional>
 #include <vector>
 
+#include "tests/support/test_scale.hpp"
+
 namespace ddp::test {
 
 // Each child runs body(i) for i in [0, n) and exits with its return value (1 when it
 // throws, after printing the error). A child still alive after `alarm_s` is killed by
-// SIGALRM, so an orphan never outlives a hung test for long.
+// SIGALRM, so an orphan never outlives a hung test for long (alarm_s times the build's
+// time scale: tests/support/test_scale.hpp).
 inline std::vector<int> run_forked(int n, const std::function<int(int)>& body,
                                    unsigned alarm_s = 60) {
   std::fflush(nullptr);
@@ -23,7 +26,7 @@ inline std::vector<int> run_forked(int n, const std::function<int(int)>& body,
   for (int i = 0; i < n; ++i) {
     const pid_t pid = ::fork();
     if (pid == 0) {
-      ::alarm(alarm_s);
+      ::alarm(alarm_s * time_scale());  // longer in sanitizer builds
       int code = 1;
       try {
         code = body(i);

@@ -146,8 +146,8 @@ TEST_CASE("tcp small all_reduce: exact for int64, the same float bits on every r
       REQUIRE_FALSE(
           ProcessGroupTcp::takes_small_all_reduce(static_cast<std::size_t>(n[5]) * element, w));
     }
-    auto server = ddp::test::local_store_server();
-    const int port = server->port();
+    ddp::test::ForkedStoreServer server;  // ranks forked from a parent without threads
+    const int port = server.port();
     const std::filesystem::path dir =
         std::filesystem::temp_directory_path() /
         ("ddp_tcp_small_" + std::to_string(::getpid()) + "_w" + std::to_string(w));

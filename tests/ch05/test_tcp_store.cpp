@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <iostream>
 #include <cstdint>
 #include <memory>
 #include <random>
@@ -26,6 +27,7 @@
 #include "dist/tcp_store.hpp"
 #include "tensor/error.hpp"
 #include "tests/ch05/fork_ranks.hpp"
+#include "tests/support/test_scale.hpp"
 
 using namespace std::chrono_literals;
 using ddp::TCPStore;
@@ -349,16 +351,21 @@ TEST_CASE("TCPStore holds back a client that never reads its replies, then answe
     gets += "big";
     put_le(gets, 0, 8);  // timeout_ms
   }
+  // 200 MiB in a release build; more where a sanitizer keeps shadow memory and freed
+  // blocks resident (tests/support/test_scale.hpp: x1.5 under ASan, which measured ~150
+  // to ~210 MiB here), still under what the bug costs there: its 400 MiB of replies
+  // plus the same overhead.
+  const auto bound = static_cast<std::size_t>(200.0 * ddp::test::memory_scale()) << 20;
   const std::size_t before = resident_bytes();
   raw.send_all(gets.data(), gets.size(), ddp::Socket::Clock::now() + 5s);
   std::size_t grown = 0;
   const auto until = std::chrono::steady_clock::now() + 2s;
-  while (std::chrono::steady_clock::now() < until && grown < (200u << 20)) {
+  while (std::chrono::steady_clock::now() < until && grown < bound) {
     std::this_thread::sleep_for(20ms);
     grown = std::max(grown, resident_bytes() - std::min(before, resident_bytes()));
   }
-  INFO("the process grew by " << (grown >> 20) << " MiB");
-  CHECK(grown < (200u << 20));
+  INFO("the process grew by " << (grown >> 20) << " MiB (bound " << (bound >> 20) << " MiB)");
+  CHECK(grown < bound);
 
   client.set("meanwhile", "served");  // others are still served
   CHECK(client.get("meanwhile") == "served");
@@ -386,6 +393,18 @@ TEST_CASE("TCPStore keeps serving when rank 0 runs out of file descriptors", "[c
     // thread and ended the process.
     std::vector<int> strangers;
     for (int i = 0; i < 4; ++i) strangers.push_back(::socket(AF_INET, SOCK_STREAM, 0));
+    // Note [UBSan without file descriptors]: in the asan build, UBSan checks the vptr of
+    // every stream the failure path uses, and on a miss in its type cache it first
+    // probes the object's memory through a pipe(), which fails here with EMFILE: a
+    // false "invalid vptr" (GCC 12's libsanitizer; a 15-line program does the same).
+    // Streams of the same types used now, while descriptors are free, put those types
+    // in the cache: the checks then pass without the probe. Nothing to do elsewhere.
+    try {
+      DDP_CHECK(false, "warm-up ", server.port(), ' ', std::size_t{0}, 0LL);
+    } catch (const ddp::Error& e) {
+      (void)e.what();
+      std::cerr.flush();
+    }
     int lowest_free = 0;
     while (::fcntl(lowest_free, F_GETFD) != -1) ++lowest_free;
     rlimit limit{};

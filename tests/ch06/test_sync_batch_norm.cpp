@@ -18,6 +18,7 @@
 #include "tensor/ops.hpp"
 #include "tensor/random.hpp"
 #include "tests/ch05/fork_ranks.hpp"
+#include "tests/ch05/local_store.hpp"
 
 using namespace std::chrono_literals;
 using ddp::Tensor;
@@ -25,12 +26,10 @@ using ddp::Variable;
 
 namespace {
 
-std::unique_ptr<ddp::TCPStore> start_server() {
-  ddp::TCPStoreOptions o;
-  o.port = 0;
-  o.is_server = true;
-  o.timeout = 20s;
-  return std::make_unique<ddp::TCPStore>(o);
+// The store runs in a process of its own (tests/ch05/local_store.hpp), so that ranks are
+// forked from a parent without threads.
+std::unique_ptr<ddp::test::ForkedStoreServer> start_server() {
+  return std::make_unique<ddp::test::ForkedStoreServer>();
 }
 
 std::unique_ptr<ddp::ProcessGroupTcp> join(int port, int rank, int world, const char* prefix) {
@@ -78,8 +77,9 @@ int sync_rank(int port, int rank, int world) {
   Variable y_all = ddp::batch_norm(x_all, w_ref, b_ref, rm_ref, rv_ref, true, 0.1, 1e-5);
   ddp::sum(ddp::mul(y_all, Variable(in.probe))).backward();
 
-  const std::int64_t first = kFirst[rank], count = world == 3 ? kCount[rank] : kBatch / world;
-  const std::int64_t start = world == 3 ? first : rank * count;
+  // kFirst and kCount hold the 3-rank split only: index them at world 3 alone.
+  const std::int64_t count = world == 3 ? kCount[rank] : kBatch / world;
+  const std::int64_t start = world == 3 ? kFirst[rank] : rank * count;
   Variable x(in.x.narrow(0, start, count).contiguous(), true);
   Variable w(in.weight.clone(), true), b(in.bias.clone(), true);
   Tensor rm = ddp::zeros({kChannels}), rv = ddp::ones({kChannels});

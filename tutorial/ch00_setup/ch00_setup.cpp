@@ -47,6 +47,8 @@ std::string assertions() {
 std::string sanitizers() {
 #if defined(__SANITIZE_ADDRESS__)
   return "AddressSanitizer + UBSan (the asan preset)";
+#elif defined(__SANITIZE_THREAD__)
+  return "ThreadSanitizer (the tsan preset)";
 #else
   return "none";
 #endif

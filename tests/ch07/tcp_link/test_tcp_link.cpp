@@ -235,8 +235,8 @@ TEST_CASE("tcp all_reduce over an emulated link: exact, and never faster than th
       REQUIRE(ProcessGroupTcp::takes_small_all_reduce(static_cast<std::size_t>(c.bytes), w) ==
               small);
       const double least = least_all_reduce_seconds(link, c.bytes, w);
-      auto server = local_store_server();
-      const int port = server->port();
+      ddp::test::ForkedStoreServer server;  // ranks forked from a parent without threads
+      const int port = server.port();
       const auto codes = ddp::test::run_forked(w, [&](int rank) {
         ProcessGroupTcp g(local_store_client(port), rank, w, 20s, "link", link);
         const std::int64_t n = c.bytes / 4;
