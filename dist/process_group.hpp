@@ -80,6 +80,11 @@ class ProcessGroup {
   virtual std::shared_ptr<Store> store() const { return nullptr; }
   // How long destroy() waits, at most, for the others to say "done".
   static constexpr std::chrono::milliseconds kLeavePatience{std::chrono::seconds(30)};
+  // A report made while failing (a failure, a ledger tail, written to the store or read
+  // from it) is best effort: the store may be on the rank that failed us, and frozen
+  // rather than closed. Such a store call waits this long (and TCPStore's grace of 1 s),
+  // not the group's timeout.
+  static constexpr std::chrono::milliseconds kReportTimeout{1000};
 
  protected:
   // The argument checks every backend makes before it queues a collective (each backend

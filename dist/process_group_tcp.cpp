@@ -305,13 +305,15 @@ void ProcessGroupTcp::destroy() {
   // end (a reset comes only from closing with unread bytes).
   left_.close();
   right_.close();
-  // Collectives cut short are no orderly end: the peers are failing too, nobody waits.
-  if (orderly && broken_.empty()) {
+  // Collectives cut short, or an abort, are no orderly end: the peers are failing too,
+  // and nobody waits for them.
+  if (orderly && broken_.empty() && !aborted_) {
     detail::leave_store(*store_, prefix_, rank(), size(), std::min(timeout_, kLeavePatience));
   }
 }
 
 void ProcessGroupTcp::abort() noexcept {
+  aborted_ = true;
   left_.shutdown();
   right_.shutdown();
 }

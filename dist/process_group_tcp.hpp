@@ -66,7 +66,8 @@ class ProcessGroupTcp final : public ProcessGroup {
                   std::chrono::milliseconds timeout = Work::kDefaultTimeout,
                   std::string prefix = "tcp",
                   std::optional<LinkEmulation> link = link_emulation_from_env());
-  // destroy(), when nobody called it. Never throws.
+  // destroy(), when nobody called it. Never throws; on rank 0 an orderly end waits for
+  // the others' "done" (at most kLeavePatience, Note [An orderly end]).
   ~ProcessGroupTcp() override;
 
   // Note [An orderly end] (process_group.hpp): fails what is still queued, stops the
@@ -98,10 +99,6 @@ class ProcessGroupTcp final : public ProcessGroup {
 
   // How long the communication thread sleeps in poll() before it looks at the stop flag.
   static constexpr std::chrono::milliseconds kPollSlice{100};
-  // A failure report (written to the store, or read from it) is best effort: the store
-  // may be on the rank that failed us, and frozen rather than closed. Writing one waits
-  // this long for the store (and TCPStore's grace of 1 s), not the group's timeout.
-  static constexpr std::chrono::milliseconds kReportTimeout{500};
   // When the right neighbour closed and left no report, how long the failing rank reads
   // out its left link to see whether that one is closing too (see fail_peer).
   static constexpr std::chrono::milliseconds kDrainPatience{250};
@@ -211,6 +208,7 @@ class ProcessGroupTcp final : public ProcessGroup {
   std::atomic<bool> stop_ = false;
   bool busy_ = false;  // a collective is running (guarded by mutex_)
   std::atomic<bool> destroyed_ = false;
+  std::atomic<bool> aborted_ = false;  // abort() was called: destroy() is no orderly end
   std::thread thread_;
 };
 

@@ -1,9 +1,11 @@
 #!/bin/bash
 # launch/ch08_teardown.mpirun.sh -- chapter 08's job with plain mpirun (no scheduler):
 # ddp-train on DDP_RANKS ranks (default 4) that saves a checkpoint every epoch and when
-# told to stop. Ctrl-C (or `kill -USR1` / `kill -TERM` of this script) reaches every rank
-# through mpirun; each finishes its step, rank 0 writes the checkpoint, all exit 75. Run
-# the same command again: it continues where it stopped (--resume auto).
+# told to stop. Ctrl-C (or `kill -TERM` / `kill -USR1` of this script) reaches every rank
+# as SIGUSR1 through mpirun (which would abort the job on SIGINT or SIGTERM itself:
+# ddp_run_stoppable in common.sh); each rank finishes its step, rank 0 writes the
+# checkpoint, all exit 75. Run the same command again: it continues where it stopped
+# (--resume auto).
 #
 #   bash launch/ch08_teardown.mpirun.sh
 #   DDP_HOSTFILE=hosts.txt DDP_RANKS=8 bash launch/ch08_teardown.mpirun.sh

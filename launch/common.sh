@@ -139,21 +139,31 @@ echo "launch: job ${DDP_JOB_ID:-?} on ${DDP_HOSTS}; master ${MASTER_ADDR}:${MAST
 # warns (SLURM's --signal=B:USR1@T, PBS's SIGTERM at the walltime), but bash runs a trap
 # only between commands: while a foreground srun runs, the warning would wait for it to
 # end. So the launcher runs in the background, and `wait` (which a trapped signal
-# interrupts) is repeated until the launcher has really exited. srun, mpirun and ddprun
-# each pass the signal on to every rank; ddp-train stops after its step, saves, exits 75.
+# interrupts) is repeated until the launcher has exited. srun and ddprun pass each signal
+# on to every rank; ddp-train stops after its step, saves, exits 75. mpirun does not: a
+# SIGTERM or SIGINT makes Open MPI abort the job (the ranks get SIGTERM, then SIGKILL),
+# and only SIGUSR1 and SIGUSR2 are forwarded. So mpirun is sent SIGUSR1 whatever came.
 ddp_run_stoppable() {
-  local pid rc sig
-  "$@" &
+  local pid rc sig to
+  # In a process group of its own (set -m): Ctrl-C at a terminal signals the whole
+  # foreground group, and mpirun would get its SIGINT directly, not through the trap.
+  # Stdin from /dev/null: a background group that reads the terminal is stopped (SIGTTIN),
+  # and mpirun reads stdin for rank 0.
+  set -m
+  "$@" </dev/null &
   pid=$!
+  set +m
   for sig in USR1 TERM INT; do
-    # shellcheck disable=SC2064  # $pid and $sig now, on purpose
-    trap "echo \"launch: got SIG$sig, passing it on\" >&2; kill -$sig $pid 2>/dev/null" $sig
+    to=$sig
+    [[ $(basename "$1") == mpirun || $(basename "$1") == mpiexec ]] && to=USR1
+    # shellcheck disable=SC2064  # $pid, $sig and $to now, on purpose
+    trap "echo \"launch: got SIG$sig, passing SIG$to on\" >&2; kill -$to $pid 2>/dev/null" $sig
   done
-  while :; do
-    rc=0
-    wait "$pid" || rc=$?
-    kill -0 "$pid" 2>/dev/null || break   # exited (rather than: wait interrupted by a trap)
-  done
+  # A trapped signal interrupts `wait`; bash keeps the status of a child it has reaped, so
+  # the last `wait` returns the launcher's exit code however often the loop was woken.
+  while kill -0 "$pid" 2>/dev/null; do wait "$pid" || true; done
+  rc=0
+  wait "$pid" || rc=$?
   trap - USR1 TERM INT
   return "$rc"
 }

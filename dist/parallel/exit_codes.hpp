@@ -5,8 +5,10 @@
 //   0   the run finished
 //   1   an error: the message on stderr names the rank and what went wrong
 //   2   bad flags (nothing was started)
-//   4   the watchdog gave up: a collective or store call passed its deadline (--timeout),
-//       or the ranks called different collectives; the diagnosis is on stderr
+//   4   the watchdog gave up: a collective failed or passed its deadline (--timeout),
+//       another rank gave up first, rank 0's store stopped answering, or the ranks called
+//       different collectives; the diagnosis is on stderr. (A store call that times out
+//       on the caller's own thread, at start-up, is an error: 1.)
 //   75  stopped on request (SIGTERM, SIGINT, SIGUSR1) after every rank finished its step
 //       and rank 0 wrote the checkpoint: start the job again with --resume to continue.
 //       75 is EX_TEMPFAIL of <sysexits.h>, "a temporary failure: retry later".

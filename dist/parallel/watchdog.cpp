@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <optional>
 #include <span>
 
@@ -20,7 +21,7 @@ namespace ddp {
 
 namespace {
 // A store call made while failing: the store may be on a rank that is gone, or frozen.
-constexpr std::chrono::milliseconds kReportTimeout{1000};
+constexpr auto kReportTimeout = ProcessGroup::kReportTimeout;
 // The store is looked at every this many polls.
 constexpr int kStoreEvery = 5;
 // A rank's reason in rank 0's listing is cut to this many characters.
@@ -367,7 +368,16 @@ void WatchedGroup::watch_loop() {
       // and the oldest is the one to name.
       while (!in_flight_.empty()) {
         InFlight& f = in_flight_.front();
-        if (f.work->is_completed()) {
+        bool completed = false;
+        try {  // nccl asks CUDA and NCCL, which may throw: the thread must not die of it
+          completed = f.work->is_completed();
+        } catch (const std::exception& e) {
+          const auto entry = state_->ledger.entry(f.seq);
+          verdict = {(entry ? describe(*entry) : "a collective") + " failed: " + e.what(),
+                     kExitWatchdog};
+          break;
+        }
+        if (completed) {
           if (std::exception_ptr error = f.work->exception()) {
             std::string message = "?";
             try {
@@ -454,7 +464,35 @@ void WatchedGroup::destroy() {
   state_->inner = nullptr;
 }
 
-WatchedGroup::~WatchedGroup() { destroy(); }
+// A watched group destroyed while an exception leaves the scope that owns it (a rank's own
+// error, ddp-train's main catching it) is no orderly end: the others would wait for this
+// rank's "done" and rank 0 for theirs (Note [An orderly end]) while the error waits to be
+// printed. It says so in the store, so the others give up within a poll, and aborts.
+WatchedGroup::~WatchedGroup() {
+  if (std::uncaught_exceptions() == 0 || destroyed_) {
+    destroy();
+    return;
+  }
+  destroyed_ = true;
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  if (store_) {
+    try {
+      store_->compare_set(state_->key("abort"), "",
+                          detail::concat("rank ", state_->rank, " (", state_->host, ", pid ",
+                                         state_->pid,
+                                         "): left with an error (its own message says why)"));
+    } catch (const std::exception&) {  // the store is gone: the others see that too
+    }
+  }
+  inner_->abort();
+  std::lock_guard lock(state_->inner_mutex);
+  state_->inner = nullptr;
+}
 
 std::unique_ptr<WatchedGroup> watch(std::unique_ptr<ProcessGroup> group, WatchOptions options) {
   return std::make_unique<WatchedGroup>(std::move(group), std::move(options));

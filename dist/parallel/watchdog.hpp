@@ -59,7 +59,7 @@ struct WatchOptions {
 // deadline passed; a collective failed; another rank gave up, as the store says), and a
 // rank whose store has vanished. All three call fail(), which lets the first caller
 // through and parks the rest until the process ends. The first:
-//   1. prints "ddp watchdog: rank R/W (host, pid P): <why>" at once (a launcher may stop
+//   1. prints "ddp watchdog: rank R/W (backend, host), pid P: <why>" at once (a launcher may stop
 //      the job soon after the first rank exits: this line is never lost);
 //   2. publishes its ledger tail and "<prefix>/abort" (so that every rank, also one
 //      busy outside any collective, gives up within a poll);

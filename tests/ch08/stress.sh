@@ -5,7 +5,8 @@
 # Runs desync.sh's kill-tcp (rank 2 of 4), kill-tcp-rank0 (rank 0 of 4, the store's
 # process) and kill-mpi (rank 1 of 3) N times each, then prints, per scenario, how many
 # passed, hung (past the timeout + 5 s, or killed at 60 s), left processes behind, or
-# failed otherwise. Exits 0 only when every run passed.
+# failed otherwise; then lifecycle/stress.sh (kill -9 + ddprun --max-restarts) N times.
+# Exits 0 only when every run passed.
 set -u
 build=${1:?usage: stress.sh BUILD_DIR [N]}
 n=${2:-20}
@@ -44,4 +45,7 @@ for scenario in kill-tcp kill-tcp-rank0 kill-mpi; do
   [ "$pass" -eq "$n" ] || status=1
 done
 [ "$status" -eq 0 ] || echo "logs of the failed runs: /tmp/ch08-stress-*.log"
+# And the other half of chapter 08's stress: a rank killed mid-training under
+# ddprun --max-restarts, restarted, and ending with the uninterrupted run's parameters.
+bash "$here/lifecycle/stress.sh" "$build" "$n" || status=1
 exit $status

@@ -6,6 +6,8 @@
 #     METHOD  sbatch  `sbatch --wait SCRIPT` on the local cluster (its exit code = the job's)
 #             qsub    `qsub SCRIPT`, then wait for the job in the cluster's jobcomp log
 #             direct  `bash SCRIPT` (the .mpirun.sh scripts)
+#             direct-warned  chapter 08: `bash SCRIPT`, SIGTERM to it once ddp-train trains
+#                     (exit 75 expected), then `bash SCRIPT` again to the end
 #             sbatch-warned  chapter 08: `sbatch SCRIPT`, and once ddp-train is training,
 #                     the time-limit warning that `#SBATCH --signal=B:USR1@T` would send
 #                     (scancel --signal=USR1 --batch); the job must save, requeue itself
@@ -21,8 +23,9 @@
 #             traced-train-as-ddprun RANKS  the same, and the job traced its training
 #                                      (check_trace below): rank 0's timeline summary per
 #                                      epoch, and one merged trace file with every rank
-#             requeued-train-as-ddprun RANKS  after sbatch-warned: the first run stopped
-#                                      and requeued, the second resumed, and the second
+#             requeued-train-as-ddprun RANKS  after sbatch-warned or direct-warned: the
+#                                      first run stopped and saved (and requeued), the
+#                                      second resumed from its checkpoint, and the second
 #                                      run's results equal train-as-ddprun's reference
 #             hello RANKS LAUNCHER HOST...  rank 0's table: RANKS rows, ranks 0..RANKS-1
 #                                      once each, placed in blocks on the HOSTs in order,
@@ -55,7 +58,7 @@ log=$scratch/job.log
 export DDP_TRACE_DIR=$scratch   # /tmp: the local cluster's nodes share it, like a cluster's
 export DDP_CKPT_DIR=$scratch    # chapter 08's checkpoints, likewise
 
-if [[ $method != direct ]]; then
+if [[ $method != direct* ]]; then
   if ! command -v sbatch >/dev/null || ! command -v slurmctld >/dev/null; then
     echo "SLURM is not installed (tools/install-deps.sh installs it): skipping"
     exit 77
@@ -139,9 +142,15 @@ case $method in
       echo "scancel --signal=USR1 --batch $job_id   (the time-limit warning, now)"
       scancel --signal=USR1 --batch "$job_id"
       if wait_for 90 log_has '^launch: stopped and saved; requeueing job'; then
-        # The requeued job waits for SLURM's requeue delay (about two minutes) first.
-        wait_for 30 bash -c "scontrol update JobId=$job_id StartTime=now 2>/dev/null"
-        if wait_for 60 log_has '^launch: run 2 of job' &&
+        # The requeued job waits for SLURM's requeue delay (about two minutes) first: skip
+        # it, again until the second run has started (an update made while the first run
+        # is still completing is overridden by the requeue's own start time).
+        second_run() {
+          log_has '^launch: run 2 of job' && return 0
+          scontrol update JobId="$job_id" StartTime=now >/dev/null 2>&1
+          return 1
+        }
+        if wait_for 120 second_run &&
            wait_for 5 bash -c "grep -q '^JobId=$job_id ' '$LOCAL_SLURM_DIR/log/jobcomp.log'" &&
            runs_before=$(records | wc -l) && wait_for 150 finished; then
           echo "jobcomp: $record"
@@ -152,11 +161,40 @@ case $method in
     fi
     ((rc != 124)) || scancel "$job_id"
     ;;
+  direct-warned)
+    # Ctrl-C's and PBS's signal, SIGTERM, to the script while ddp-train trains: it must stop,
+    # save and exit 75; then the same command again, which must continue to the end.
+    bash "$script" >"$log" 2>&1 &
+    pid=$!
+    log_has() { grep -Eq "$1" "$log" 2>/dev/null; }
+    rc=124
+    for ((waited = 0; waited < 300 && rc == 124; ++waited)); do
+      if log_has '^(\[rank 0\] )?ddp-train: device '; then
+        sleep 4
+        echo "kill -TERM $pid   (Ctrl-C, or PBS at the walltime)"
+        kill -TERM "$pid"
+        rc=0
+        timeout 90 tail --pid="$pid" -f /dev/null || rc=124
+      fi
+      sleep 0.2
+    done
+    first=0
+    wait "$pid" || first=$?
+    ((rc == 124)) && kill -9 "$pid" 2>/dev/null
+    if ((rc != 124)); then
+      rc=$first
+      if ((first == 75)); then
+        echo "launch: run 2 of job (run_job.sh: the same command again)" >>"$log"
+        rc=0
+        timeout "$job_timeout" bash "$script" >>"$log" 2>&1 || rc=$?
+      fi
+    fi
+    ;;
   direct)
     timeout "$job_timeout" bash "$script" >"$log" 2>&1
     rc=$?
     ;;
-  *) fail "unknown method '$method' (sbatch, sbatch-warned, qsub or direct)" ;;
+  *) fail "unknown method '$method' (sbatch, sbatch-warned, qsub, direct or direct-warned)" ;;
 esac
 
 echo "---- job log: $method $script (exit code $rc, $(($(date +%s) - start)) s) ----"
@@ -222,10 +260,9 @@ case $check in
   requeued-train-as-ddprun)
     # The first run was told to stop, saved and requeued the job; the second resumed from
     # the checkpoint. Only the second run's lines are compared with the reference.
-    grep -Eq '^launch: stopped and saved; requeueing job' "$log" ||
-      fail "the first run did not stop, save and requeue"
+    grep -Eq '^launch: stopped and saved' "$log" || fail "the first run did not stop and save"
     grep -Eq '^launch: run 2 of job' "$log" || fail "the job did not run a second time"
-    grep -Eq '^resumed from .*ch08_teardown-[0-9]+\.ckpt' "$log" ||
+    grep -Eq '^resumed from .*ch08_teardown(-[0-9]+)?\.ckpt' "$log" ||
       fail "the second run did not resume from the job's checkpoint"
     sed -n '/^launch: run 2 of job/,$p' "$log" | grep -v '^resumed from ' >"$scratch/second"
     log=$scratch/second

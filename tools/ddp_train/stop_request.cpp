@@ -2,11 +2,11 @@
 //
 // Note [Async-signal-safe stop]
 // A signal can arrive between any two instructions, also inside malloc or inside a
-// collective; the only things a handler may safely do are writes to a volatile
-// sig_atomic_t and the few async-signal-safe calls (signal, raise, _exit, write). So the
+// collective; the only things a handler may safely do are writes to a lock-free atomic
+// and the few async-signal-safe calls (signal, raise, _exit, write). So the
 // handler stores the signal's number and returns; the training loop reads it after each
 // step, where stopping is safe: no collective is half done, the optimizer has applied the
-// update everywhere. A second SIGINT while the first is still pending means "now" (Ctrl-C
+// update everywhere. A SIGINT while a stop is already pending means "now" (Ctrl-C
 // twice: a person who will not wait): the handler puts the default action back and
 // raises the signal again, so the process dies of it as if no handler had been installed
 // (exit status 128 + signal in a shell). SIGTERM and SIGUSR1 come from schedulers and
@@ -19,24 +19,30 @@
 
 #include <signal.h>
 
+#include <atomic>
 #include <csignal>
 
 namespace ddp::train {
 
 namespace {
 
-// The one global of ddp-train: a handler cannot be given arguments.
-volatile std::sig_atomic_t received = 0;
+// The one global of ddp-train: a handler cannot be given arguments. An atomic, not a
+// volatile sig_atomic_t: the handler may run on any thread (the watchdog's, a
+// communication thread, an OpenMP worker) and the main thread reads it, and only a
+// lock-free atomic is both safe in a handler and visible across threads.
+std::atomic<int> received{0};
+static_assert(std::atomic<int>::is_always_lock_free, "a signal handler needs a lock-free flag");
 
 constexpr int kStopSignals[] = {SIGTERM, SIGINT, SIGUSR1};
 
 void on_stop_signal(int sig) {
-  if (received != 0 && sig == SIGINT) {  // Ctrl-C again: die of it now
+  if (received.load() != 0 && sig == SIGINT) {  // Ctrl-C again: die of it now
     ::signal(sig, SIG_DFL);
     ::raise(sig);
     return;
   }
-  if (received == 0) received = sig;  // the first request is the one reported
+  int none = 0;
+  received.compare_exchange_strong(none, sig);  // the first request is the one reported
 }
 
 }  // namespace
@@ -52,6 +58,6 @@ void install_stop_handlers() {
   for (int sig : kStopSignals) sigaction(sig, &action, nullptr);
 }
 
-int stop_signal() { return received; }
+int stop_signal() { return received.load(); }
 
 }  // namespace ddp::train

@@ -3,7 +3,7 @@
 //
 // The handler only records the signal (Note [Async-signal-safe stop]); the Trainer looks
 // at it between steps and the ranks agree on it there (Trainer::stop_agreed). A second
-// SIGINT while the first is pending ends the process at once, as a second Ctrl-C ends a
+// SIGINT while any stop is pending ends the process at once, as a second Ctrl-C ends a
 // PyTorch script; repeated SIGTERM and SIGUSR1 (a launcher and a scheduler may both
 // deliver one request) change nothing. This file does not save, agree or exit: trainer.cpp and main.cpp do.
 #pragma once

@@ -56,7 +56,8 @@ constexpr auto kDrainTime = std::chrono::seconds(1);
 // When a rank fails, others that it took down with it (their sockets closed) may exit
 // within microseconds, even before the kernel has finished reaping the rank that
 // really died. Failures seen within this window count as simultaneous, and among them
-// a rank killed by a signal is blamed before one that exited with an error.
+// a rank killed by a signal is blamed first, then one that exited with an error of its
+// own, and last one whose watchdog gave up (exit code 4: a consequence).
 constexpr auto kBlameWindow = std::chrono::milliseconds(250);
 // The signals ddprun passes on to every rank: Ctrl-C, kill, a closed terminal (the ranks
 // sit in process groups of their own, so the terminal's SIGHUP would not reach them),
@@ -350,12 +351,21 @@ Outcome supervise(std::vector<Rank>& ranks, int signal_fd, const Options& o,
     signal_all(ranks, sig);
     if (!kill_at) kill_at = Clock::now() + grace;
   };
-  // Picks the rank to blame among the failures of the first kBlameWindow (a signal
-  // death first, see kBlameWindow), says so, and stops the others.
+  // Picks the rank to blame among the failures of the first kBlameWindow (see there),
+  // says so, and stops the others.
   const auto blame = [&] {
-    const auto killed = std::find_if(failures.begin(), failures.end(),
-                                     [&](int i) { return WIFSIGNALED(ranks[i].status); });
-    first_failure = killed != failures.end() ? *killed : failures.front();
+    const auto first_of = [&](auto&& which) {
+      return std::find_if(failures.begin(), failures.end(), [&](int i) { return which(ranks[i]); });
+    };
+    const auto killed = first_of([](const Rank& r) { return WIFSIGNALED(r.status); });
+    // Exit code 4 says "a collective failed under me" (the watchdog, exit_codes.hpp): the
+    // consequence of another rank's failure, blamed last.
+    const auto own = first_of([](const Rank& r) {
+      return WIFEXITED(r.status) && WEXITSTATUS(r.status) != kExitWatchdog;
+    });
+    first_failure = killed != failures.end() ? *killed
+                    : own != failures.end()  ? *own
+                                             : failures.front();
     const Rank& r = ranks[*first_failure];
     std::fprintf(stderr, "ddprun: rank %d (pid %d) failed first: %s; stopping the others\n",
                  r.rank, static_cast<int>(r.pid), describe_status(r.status).c_str());

@@ -15,6 +15,8 @@
 //   early-barrier  rank R calls the end-of-epoch barrier in step K, before bucket 1
 //   stall          rank R sleeps T + 10 s in step K before bucket 1: it is behind
 //   kill           rank R SIGKILLs itself at step K: a lost rank
+//   error          rank R throws at step K, between collectives: its own error, printed at
+//                  once; the watched group it leaves tells the others (~WatchedGroup)
 // Success prints "ch08_desync: rank R: ok" and exits 0; a desync exits through the
 // watchdog (kExitWatchdog, 4) with its diagnosis on stderr.
 #include <chrono>
@@ -68,7 +70,7 @@ Options parse(int argc, char** argv) {
                " (--scenario, --rank, --step, --steps, --backend, --timeout-s, --tag)");
     }
   }
-  const std::string known = " ok skip layout early-barrier stall kill ";
+  const std::string known = " ok skip layout early-barrier stall kill error ";
   DDP_CHECK(known.find(" " + o.scenario + " ") != std::string::npos,
             "ch08_desync: unknown scenario \"", o.scenario, "\" (one of", known, ")");
   return o;
@@ -95,6 +97,9 @@ void run(const Options& o) {
 
   for (int step = 0; step < o.steps; ++step) {
     if (me && step == o.step && o.scenario == "skip") continue;
+    if (me && step == o.step && o.scenario == "error") {  // leaves run(), as ddp-train would
+      DDP_FAIL("rank ", rank, ": a planted error at step ", step);
+    }
     if (me && step == o.step && o.scenario == "kill") {
       std::printf("ch08_desync: rank %d: raising SIGKILL at step %d\n", rank, step);
       std::fflush(stdout);
