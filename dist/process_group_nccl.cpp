@@ -208,9 +208,13 @@ class NcclWork final : public Work {
     }
   }
 
+  // Also called from other threads (the watchdog's, dist/parallel/watchdog.hpp): on a
+  // thread's first CUDA call the runtime makes device 0's context current, which would cost
+  // every rank memory on GPU 0; the guard makes it the communicator's GPU instead.
   bool is_completed() override {
     std::lock_guard lock(mutex_);
     if (finished_) return true;
+    cuda::DeviceGuard guard(comm_->device());
     if (done_.query()) return finish_locked();
     poll_error_locked();
     return finished_;
@@ -221,6 +225,7 @@ class NcclWork final : public Work {
   // on the GPU, and the next one would queue behind it and hang there too.
   void wait(std::chrono::milliseconds timeout) override {
     std::unique_lock lock(mutex_);
+    cuda::DeviceGuard guard(comm_->device());  // as in is_completed
     const Clock::time_point deadline = deadline_after(timeout);
     while (!finished_) {
       if (done_.query()) {

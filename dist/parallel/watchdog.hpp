@@ -43,6 +43,8 @@ struct WatchOptions {
   std::chrono::milliseconds gather{3000};
   // How often the watchdog looks at the collectives in flight, and (every 5th time) at
   // the store: another rank gave up, two processes claim one rank, the store is gone.
+  // (A store that is frozen rather than gone, rank 0 stopped with SIGSTOP, holds such a
+  // look for up to the store's own timeout: the hang then ends after up to twice it.)
   std::chrono::milliseconds poll{100};
   // Debug mode (as TORCH_DISTRIBUTED_DEBUG=DETAIL; also on when DDP_DISTRIBUTED_DEBUG is
   // DETAIL): before each collective the ranks all-gather its fingerprint (sequence
