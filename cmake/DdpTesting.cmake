@@ -124,6 +124,19 @@ function(ddp_add_test)
   set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${labels_script})
 endfunction()
 
+# ddp_add_test_program(<name> SOURCES <files...> LIBS <libraries...>): a program that tests
+# start as a user would (under ddprun or mpirun, from a script), built into build/tests
+# with assert() on and the project's warnings, like the Catch2 tests.
+function(ddp_add_test_program name)
+  cmake_parse_arguments(P "" "" "SOURCES;LIBS" ${ARGN})
+  add_executable(${name} ${P_SOURCES})
+  target_link_libraries(${name} PRIVATE ${P_LIBS})
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR})
+  target_compile_options(${name} PRIVATE -UNDEBUG)
+  ddp_set_warnings(${name})
+  set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+endfunction()
+
 # ddp_add_process_test(<name> <labels> <timeout> COMMAND...): a test that starts processes
 # as a user does (ddprun, mpirun, a script), in DDP_PROCESS_ENV.
 function(ddp_add_process_test name labels timeout)

@@ -18,7 +18,8 @@ run_ranks() {
   local log=$1
   shift
   rc=0
-  timeout 120 "$@" >"$log.raw" 2>&1 || rc=$?
+  # Sanitizer builds run slower (DDP_TEST_TIME_SCALE, cmake/DdpTesting.cmake).
+  timeout $((120 * ${DDP_TEST_TIME_SCALE:-1})) "$@" >"$log.raw" 2>&1 || rc=$?
   sed 's/^\[rank [0-9]*\] //' "$log.raw" >"$log"
 }
 

@@ -44,8 +44,8 @@ flags=(--data "$data" --device cpu --threads 1 --seed 3 --global-batch-size 32)
 failk() { echo "FAIL($1): $2"; exit 1; }
 
 # wait_for <seconds> <command...>: true once the command succeeds, false after the time.
-wait_for() {
-  local deadline=$((SECONDS + $1))
+wait_for() {  # (scaled for sanitizer builds: DDP_TEST_TIME_SCALE, cmake/DdpTesting.cmake)
+  local deadline=$((SECONDS + $1 * ${DDP_TEST_TIME_SCALE:-1}))
   shift
   until "$@"; do
     ((SECONDS < deadline)) || return 1
