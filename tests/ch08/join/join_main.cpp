@@ -27,6 +27,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -367,6 +368,9 @@ int main(int argc, char** argv) {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     std::fprintf(stderr, "ch08_join rank %d/%d: error after %.1f s: %s\n", rank, world, seconds,
                  e.what());
-    return 1;
+    std::fflush(stderr);
+    // No destructors: a group whose collective failed may still hold it (mpi: Note
+    // [Teardown after a failure]) and cannot free it, nor wait for peers that are gone.
+    std::_Exit(1);
   }
 }
