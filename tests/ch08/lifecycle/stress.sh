@@ -12,7 +12,7 @@ set -u
 build=$(cd "$1" && pwd) n=$2
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)
-scratch=$(mktemp -d /tmp/ddp_ch08_stress.XXXXXX)
+scratch=$(mktemp -d)   # a fresh folder under $TMPDIR; the failed runs' logs stay there
 hangs=0 orphans=0 mismatches=0 others=0 passed=0
 for ((i = 1; i <= n; i++)); do
   victim=$((RANDOM % 2))
