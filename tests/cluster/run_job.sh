@@ -13,6 +13,10 @@
 #                     (scancel --signal=USR1 --batch); the job must save, requeue itself
 #                     and finish in its second run (SLURM's requeue delay is skipped with
 #                     scontrol update StartTime=now)
+#             sbatch-killed  chapter 08: `sbatch SCRIPT`, and once ddp-train is training,
+#                     kill -9 of rank DDP_KILL_RANK's process (on its node); every other
+#                     rank must be gone within DDP_TIMEOUT + 5 s, none left behind, and
+#                     the job must fail (its exit code is expected to be non-zero)
 #     CHECK   line PATTERN...          each regex PATTERN matches some line of the log
 #             train                    ddp-train's `final:` line is there
 #             train-as-ddprun RANKS    ddp-train ran on RANKS ranks, and its header, epoch
@@ -27,6 +31,9 @@
 #                                      first run stopped and saved (and requeued), the
 #                                      second resumed from its checkpoint, and the second
 #                                      run's results equal train-as-ddprun's reference
+#             lost-rank RANKS          after sbatch-killed: each of the other RANKS-1
+#                                      ranks' watchdog spoke and named the killed rank
+#                                      as "rank R (HOST, pid PID)"
 #             hello RANKS LAUNCHER HOST...  rank 0's table: RANKS rows, ranks 0..RANKS-1
 #                                      once each, placed in blocks on the HOSTs in order,
 #                                      all set up by LAUNCHER; ddp-doctor said OK first
@@ -164,6 +171,62 @@ case $method in
     fi
     ((rc != 124)) || scancel "$job_id"
     ;;
+  sbatch-killed)
+    : "${DDP_KILL_RANK:?sbatch-killed needs DDP_KILL_RANK}" "${DDP_TIMEOUT:?and DDP_TIMEOUT}"
+    job_id=$(sbatch --parsable --job-name="ddp-ctest-$$" --output="$log" "$script" 2>&1) ||
+      fail "sbatch failed: $job_id"
+    echo "sbatch: job $job_id"
+    # This job's ddp-train processes: their --save path is in the scratch folder. The
+    # local cluster's nodes share this machine's process table (no pid namespace), so
+    # they are seen, and killed, from here; SLURM_PROCID in a process's environment is
+    # its rank.
+    ranks_alive() { pgrep -x ddp-train -a | grep -F -- "$scratch/" | cut -d' ' -f1; }
+    rank_of() { tr '\0' '\n' <"/proc/$1/environ" 2>/dev/null | sed -n 's/^SLURM_PROCID=//p'; }
+    rc=124 victim=
+    for ((waited = 0; waited < 300; ++waited)); do
+      if grep -Eq '^(\[rank 0\] )?ddp-train: device ' "$log" 2>/dev/null; then
+        sleep 4
+        for pid in $(ranks_alive); do
+          [[ $(rank_of "$pid") == "$DDP_KILL_RANK" ]] && victim=$pid
+        done
+        break
+      fi
+      sleep 0.2
+    done
+    if [[ -n $victim ]]; then
+      echo "kill -9 $victim   (rank $DDP_KILL_RANK, mid-training)"
+      kill -9 "$victim"
+      killed_at=$(date +%s%N)
+      for ((waited = 0; waited < 5 * (DDP_TIMEOUT + 30); ++waited)); do
+        [[ -z $(ranks_alive) ]] && break
+        sleep 0.2
+      done
+      gone_ms=$((($(date +%s%N) - killed_at) / 1000000))
+      left=$(ranks_alive)
+      if [[ -n $left ]]; then
+        scancel "$job_id"
+        pkill -9 -f -- "$scratch/" 2>/dev/null
+        fail "ranks still running $((gone_ms / 1000)) s after the kill (pids: $left)"
+      fi
+      echo "every rank gone $gone_ms ms after the kill (allowed: DDP_TIMEOUT + 5 s)"
+      ((gone_ms <= (DDP_TIMEOUT + 5) * 1000)) ||
+        fail "the survivors took $gone_ms ms, more than DDP_TIMEOUT + 5 s"
+      records() { grep "^JobId=$job_id " "$LOCAL_SLURM_DIR/log/jobcomp.log" 2>/dev/null; }
+      for ((waited = 0; waited < 5 * 60; ++waited)); do
+        record=$(records | tail -n 1)
+        [[ -n $record ]] && break
+        sleep 0.2
+      done
+      if [[ -n $record ]]; then
+        echo "jobcomp: $record"
+        code=$(sed -n 's/.* ExitCode=\([0-9]*\):.*/\1/p' <<<"$record")
+        rc=${code:-1}
+      fi
+    else
+      echo "no rank $DDP_KILL_RANK of this job was found training"
+    fi
+    ((rc != 124)) || scancel "$job_id"
+    ;;
   direct-warned)
     # Ctrl-C's and PBS's signal, SIGTERM, to the script while ddp-train trains: it must stop,
     # save and exit 75; then the same command again, which must continue to the end.
@@ -197,14 +260,19 @@ case $method in
     timeout "$job_timeout" bash "$script" >"$log" 2>&1
     rc=$?
     ;;
-  *) fail "unknown method '$method' (sbatch, sbatch-warned, qsub, direct or direct-warned)" ;;
+  *) fail "unknown method '$method' (sbatch, sbatch-warned, sbatch-killed, qsub, direct or" \
+          "direct-warned)" ;;
 esac
 
 echo "---- job log: $method $script (exit code $rc, $(($(date +%s) - start)) s) ----"
 cat "$log" 2>/dev/null || echo "(no log written)"
 echo "---- end of job log ----"
 ((rc != 124)) || fail "$script did not finish within ${job_timeout} s"
-((rc == 0)) || fail "$script exited with code $rc"
+if [[ $method == *-killed ]]; then
+  ((rc != 0)) || fail "$script exited 0 although one of its ranks was killed"
+else
+  ((rc == 0)) || fail "$script exited with code $rc"
+fi
 
 # check_trace RANKS: a job that ran `ddp-train --trace` on RANKS ranks and merged their
 # files (launch/ch07_*) printed rank 0's timeline summary once per epoch, and "trace:
@@ -309,6 +377,19 @@ case $check in
       "$scratch/reference.results" || fail "the job's results differ from ddprun's (diff above)"
     echo "same as ddprun here: $(grep '^final: ' "$scratch/job.results")"
     [[ $check == train-as-ddprun ]] || check_trace "$ranks"
+    ;;
+  lost-rank)
+    # Every survivor's watchdog names the lost rank with its host and pid (the ring's
+    # "closed the connection", or the store's process when rank 0 was the one).
+    ranks=$1
+    [[ $method == *-killed ]] || fail "lost-rank checks a job run with sbatch-killed"
+    [[ -n $victim ]] || fail "no rank was killed"
+    for ((r = 0; r < ranks; ++r)); do
+      ((r == DDP_KILL_RANK)) && continue
+      grep -Eq "^ddp watchdog: rank $r/$ranks " "$log" || fail "survivor rank $r's watchdog is silent"
+    done
+    grep -Eq "rank $DDP_KILL_RANK \(node[0-9]+, pid $victim\)" "$log" ||
+      fail "no line names the lost rank as 'rank $DDP_KILL_RANK (nodeN, pid $victim)'"
     ;;
   hello)
     ranks=$1 launcher=$2

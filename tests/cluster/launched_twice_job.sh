@@ -1,0 +1,21 @@
+#!/bin/bash
+# Chapter 08, a launcher started twice, as a new user would start it: one ddprun per
+# node with `srun --ntasks-per-node=1` but without --ntasks, inside a 2-tasks-per-node
+# allocation. srun keeps the job's 4 tasks (with a warning), so two ddprun start on each
+# node, and every rank is started twice. The ranks must detect it at rendezvous and say
+# so within seconds (Note [Claiming a rank], dist/tcp_store.cpp), instead of waiting out
+# the 60 s timeout: srun runs under `timeout 20`, and a run that needs longer prints no
+# hint. The cluster test expects this job to fail with that hint (expect_failure.sh).
+#SBATCH --job-name=launched_twice   # shown by squeue
+#SBATCH --nodes=2                   # two machines
+#SBATCH --ntasks-per-node=2         # two slots on each
+#SBATCH --time=00:02:00             # wall-clock limit
+set -euo pipefail
+source "${DDP_ROOT:-$SLURM_SUBMIT_DIR}/launch/common.sh"
+ddprun=$(ddp_program ddprun)
+program=$(ddp_program ddp-train)
+echo "launched_twice: srun --ntasks-per-node=1 ddprun ..., without --ntasks"
+timeout 20 srun --ntasks-per-node=1 bash -c 'exec "$0" --nnodes "$SLURM_NNODES" \
+  --node-rank "$SLURM_NODEID" --master-addr "$MASTER_ADDR" --master-port "$MASTER_PORT" "$@"' \
+  "$ddprun" --nproc-per-node 2 "$program" --epochs 1 --max-steps 3000 --backend tcp \
+  --timeout 60
