@@ -9,6 +9,7 @@
 # with code 77 when no GPU is usable, and ctest reports that as "Skipped", never as
 # a pass. Tests are always built with assert() on (NDEBUG removed), whatever the preset.
 include_guard(GLOBAL)
+include(DdpExercises)  # ddp_is_exercise_program, ddp_exercise_test_twins
 if(DDP_BUILD_TESTS)
   include(Catch)
   # Here, at the top level and before any add_subdirectory(), so that tests declared
@@ -92,7 +93,21 @@ function(ddp_add_test)
     set(T_TIMEOUT 120)
   endif()
   ddp_test_timeout(T_TIMEOUT ${T_TIMEOUT})
-  add_executable(${T_NAME} ${T_SOURCES})
+  # A program that checks an exercise is built from an object library, which its stub
+  # twins link too (Note [How an exercise replaces the reference], DdpExercises.cmake).
+  ddp_is_exercise_program(checks_exercise ${T_NAME})
+  if(checks_exercise)
+    add_library(${T_NAME}.objects OBJECT ${T_SOURCES})
+    target_link_libraries(${T_NAME}.objects PRIVATE Catch2::Catch2 ${T_LIBS})
+    target_include_directories(${T_NAME}.objects PRIVATE ${PROJECT_SOURCE_DIR})
+    target_compile_options(${T_NAME}.objects PRIVATE -UNDEBUG)
+    ddp_set_warnings(${T_NAME}.objects)
+    add_executable(${T_NAME} $<TARGET_OBJECTS:${T_NAME}.objects>)
+    ddp_exercise_test_twins(${T_NAME} ${T_NAME}.objects ${T_TIMEOUT}
+                            Catch2::Catch2WithMain ${T_LIBS})
+  else()
+    add_executable(${T_NAME} ${T_SOURCES})
+  endif()
   if(T_CUDA)
     target_sources(${T_NAME} PRIVATE ${PROJECT_SOURCE_DIR}/tests/support/cuda_main.cpp)
     target_link_libraries(${T_NAME} PRIVATE Catch2::Catch2)

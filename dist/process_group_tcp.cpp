@@ -1,5 +1,6 @@
-// ProcessGroupTcp (see process_group_tcp.hpp), in reading order: the ring schedule, the
-// set-up, the queue and its thread, the collectives, and the full-duplex step under them.
+// ProcessGroupTcp (see process_group_tcp.hpp), in reading order: the set-up, the queue and
+// its thread, the collectives, and the full-duplex step under them. The ring schedule they
+// follow is in ring_schedule.cpp, the plain ring in plain_ring.cpp.
 #include "dist/process_group_tcp.hpp"
 
 #include <poll.h>
@@ -9,61 +10,20 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <type_traits>
 
 #include "dist/deadline.hpp"
 #include "dist/launch_env.hpp"  // host_name
+#include "dist/plain_ring.hpp"
 #include "dist/socket.hpp"      // resolve_ipv4
 #include "dist/tcp_store.hpp"
 #include "tensor/error.hpp"
 #include "tensor/trace.hpp"
 
 namespace ddp {
-
-// ==== The ring schedule =================================================================
-//
-// Note [Ring schedule]
-// --------------------
-// The tensor is cut into `size` chunks. In the reduce-scatter, every rank at every step
-// sends one chunk to its right and receives one from its left, which it adds into its
-// own copy of that chunk; the chunk it sends next is the one it just received. After
-// size-1 steps each chunk has passed through every rank, and rank r holds the full sum
-// of chunk r. The all-gather then passes the finished chunks around the ring the same
-// way, copying instead of adding. For 4 ranks (S = sends chunk, R = receives chunk):
-//
-//   step  phase            rank 0    rank 1    rank 2    rank 3
-//    0    reduce-scatter   S3 R2     S0 R3     S1 R0     S2 R1
-//    1    reduce-scatter   S2 R1     S3 R2     S0 R3     S1 R0
-//    2    reduce-scatter   S1 R0     S2 R1     S3 R2     S0 R3     -> rank r owns chunk r
-//    3    all-gather       S0 R3     S1 R0     S2 R1     S3 R2
-//    4    all-gather       S3 R2     S0 R3     S1 R0     S2 R1
-//    5    all-gather       S2 R1     S3 R2     S0 R3     S1 R0     -> everyone has all
-//
-// Read a column down: what rank r receives at step s it sends at step s+1. Read a row
-// across: rank r sends what rank r+1 receives. Each rank sends 2(size-1)/size of the
-// tensor in total, whatever the number of ranks: that is why the ring is
-// bandwidth-optimal, and why its time hardly grows with the world size.
-
-namespace {
-int mod(int a, int m) { return ((a % m) + m) % m; }
-}  // namespace
-
-RingStep ring_all_reduce_step(int rank, int size, int step) {
-  if (step < size - 1) {  // reduce-scatter
-    return {mod(rank - step - 1, size), mod(rank - step - 2, size), true};
-  }
-  const int t = step - (size - 1);  // all-gather
-  return {mod(rank - t, size), mod(rank - t - 1, size), false};
-}
-
-std::pair<std::int64_t, std::int64_t> ring_chunk(std::int64_t n, int size, int chunk) {
-  const std::int64_t base = n / size;
-  const std::int64_t extra = n % size;  // the first `extra` chunks get one more
-  const std::int64_t begin = chunk * base + std::min<std::int64_t>(chunk, extra);
-  return {begin, begin + base + (chunk < extra ? 1 : 0)};
-}
 
 // ==== Set-up ============================================================================
 
@@ -94,6 +54,14 @@ ProcessGroupTcp::ProcessGroupTcp(std::shared_ptr<Store> store, int rank, int siz
   DDP_CHECK(store_ != nullptr, "ProcessGroupTcp needs a store");
   DDP_CHECK(size >= 1 && rank >= 0 && rank < size, "ProcessGroupTcp: rank ", rank,
             " of world size ", size, "\nhint: ranks are 0 .. world_size-1");
+  if (const char* ring = std::getenv("DDP_TCP_RING"); ring != nullptr && *ring != '\0') {
+    const std::string choice = ring;
+    DDP_CHECK(choice == "plain" || choice == "pipelined", "DDP_TCP_RING='", choice,
+              "': expected 'plain' (dist/plain_ring.hpp) or 'pipelined' (the default)");
+    plain_ring_ = choice == "plain";
+    DDP_CHECK(!(plain_ring_ && link_), "DDP_TCP_RING=plain cannot pace an emulated link "
+              "(DDP_TCP_LINK): the pipelined ring does that");
+  }
   if (size > 1) connect_ring(deadline_after(timeout_));
   // Two processes claimed one rank (Note [Claiming a rank], tcp_store.cpp): the ring may
   // have connected with one of each. Say so now rather than at the first collective.
@@ -109,6 +77,7 @@ std::optional<LinkEmulation> ProcessGroupTcp::link() const {
 }
 
 std::string ProcessGroupTcp::description() const {
+  if (plain_ring_) return "tcp (plain ring)";
   return link_ ? "tcp (emulated link " + link_->link().describe() + ")" : "tcp";
 }
 
@@ -369,7 +338,10 @@ std::shared_ptr<Work> ProcessGroupTcp::all_reduce(Tensor& tensor, ReduceOp op) {
   detail::ComputeMark ready = detail::mark_compute_stream(t);
   return enqueue(describe("all_reduce", t, extra.c_str()), [this, t, op, ready]() mutable {
     Tensor host = detail::host_copy(t, ready);
-    if (host.dtype() == DType::Float32) {
+    if (host.dtype() == DType::Float32 && plain_ring_ &&
+        (op == ReduceOp::Sum || op == ReduceOp::Avg)) {
+      plain_all_reduce(host.data<float>(), host.numel(), op);
+    } else if (host.dtype() == DType::Float32) {
       ring_all_reduce(host.data<float>(), host.numel(), op);
     } else {
       ring_all_reduce(host.data<std::int64_t>(), host.numel(), op);
@@ -403,6 +375,27 @@ void ProcessGroupTcp::ring_all_reduce(T* data, std::int64_t n, ReduceOp op) {
   run_ring(plan);
   // Every rank divides the same sums the same way: the results stay identical.
   if (op == ReduceOp::Avg) divide(data, n, w);
+}
+
+// The plain ring on the two links, each send and receive bounded by the collective's
+// deadline; a link that fails is named.
+void ProcessGroupTcp::plain_all_reduce(float* data, std::int64_t n, ReduceOp op) {
+  auto named = [this](bool left, auto&& io) {
+    try {
+      io();
+    } catch (const Error& e) {
+      DDP_FAIL(who(), ": ", current_, ": ", neighbour_name(left), ": ", e.what());
+    }
+  };
+  const RingLinks links{
+      [&](const void* p, std::size_t bytes) {
+        named(false, [&] { right_.send_all(p, bytes, current_deadline_); });
+      },
+      [&](void* p, std::size_t bytes) {
+        named(true, [&] { left_.recv_all(p, bytes, current_deadline_); });
+      }};
+  plain_ring_all_reduce(data, n, rank(), size(), links);
+  if (op == ReduceOp::Avg) divide(data, n, size());
 }
 
 std::shared_ptr<Work> ProcessGroupTcp::all_gather(Tensor& output, const Tensor& input) {

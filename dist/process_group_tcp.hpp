@@ -7,7 +7,8 @@
 // schedule]); one communication thread runs the queued collectives in order, moving
 // bytes both ways at once (Note [One stream]). Small all-reduces take a path of half the
 // steps (Note [Small all-reduce]). DDP_TCP_LINK makes the links behave like a slower
-// network, for chapter 07 (dist/link_emulation.hpp). CUDA tensors are staged through
+// network, for chapter 07 (dist/link_emulation.hpp). DDP_TCP_RING=plain runs float32 sums
+// through the plain ring of dist/plain_ring.hpp instead, to compare. CUDA tensors are staged through
 // host memory: this backend teaches the algorithm; nccl (process_group_nccl.hpp) is the
 // one for GPUs. No multiple rings, no trees, no compression.
 #pragma once
@@ -28,28 +29,12 @@
 
 #include "dist/link_emulation.hpp"
 #include "dist/process_group.hpp"
+#include "dist/ring_schedule.hpp"
 #include "dist/socket.hpp"
 #include "dist/store.hpp"
 #include "dist/work.hpp"
 
 namespace ddp {
-
-// ---- The ring schedule (the algorithm, in two small functions) ------------------------
-
-// Which chunk rank `rank` sends to its right neighbour, and which it receives from its
-// left, at step `step` of an all-reduce over `size` ranks; steps [0, size-1) are the
-// reduce-scatter (the received chunk is reduced into ours), steps [size-1, 2(size-1))
-// the all-gather (the received chunk overwrites ours). See Note [Ring schedule].
-struct RingStep {
-  int send_chunk;
-  int recv_chunk;
-  bool reduce;
-};
-RingStep ring_all_reduce_step(int rank, int size, int step);
-
-// Chunk `chunk` of `n` elements cut into `size` nearly equal chunks: [begin, end). The
-// first n % size chunks have one element more.
-std::pair<std::int64_t, std::int64_t> ring_chunk(std::int64_t n, int size, int chunk);
 
 // ---- The process group ----------------------------------------------------------------
 
@@ -160,6 +145,8 @@ class ProcessGroupTcp final : public ProcessGroup {
   };
   template <typename T>
   void ring_all_reduce(T* data, std::int64_t n, ReduceOp op);
+  // The plain ring (dist/plain_ring.hpp) over this group's two links: DDP_TCP_RING=plain.
+  void plain_all_reduce(float* data, std::int64_t n, ReduceOp op);
   template <typename T>
   void small_all_reduce(T* data, std::int64_t n, ReduceOp op);
   template <typename T>
@@ -194,6 +181,7 @@ class ProcessGroupTcp final : public ProcessGroup {
   Socket right_;  // send only: to rank + 1
   PageBuffer scratch_;  // page-aligned: Note [4K aliasing] in the .cpp
   std::unique_ptr<EmulatedLink> link_;  // to the right; null: the plain socket
+  bool plain_ring_ = false;  // DDP_TCP_RING=plain: float32 sums take the plain ring
 
   // What the communication thread is doing, for error messages.
   std::string current_;                // description of the running collective

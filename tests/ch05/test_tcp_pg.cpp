@@ -27,6 +27,7 @@
 #include "dist/socket.hpp"
 #include "dist/tcp_store.hpp"
 #include "tensor/error.hpp"
+#include "tensor/random.hpp"
 #include "tensor/tensor.hpp"
 #include "tests/ch05/fork_ranks.hpp"
 #include "tests/ch05/local_store.hpp"
@@ -195,7 +196,7 @@ int check_barrier(ProcessGroupTcp& g) {
 
 // ---- The schedule -------------------------------------------------------------------
 
-TEST_CASE("ring schedule for 4 ranks is the table of its Note", "[ch05][tcp]") {
+TEST_CASE("ring schedule for 4 ranks is the table of its Note", "[ch05][tcp][ex05.1]") {
   // {send, recv} per step (rows) and rank (columns), copied from the Note.
   const int table[6][4][2] = {
       {{3, 2}, {0, 3}, {1, 0}, {2, 1}}, {{2, 1}, {3, 2}, {0, 3}, {1, 0}},
@@ -212,7 +213,7 @@ TEST_CASE("ring schedule for 4 ranks is the table of its Note", "[ch05][tcp]") {
 }
 
 TEST_CASE("ring schedule moves every chunk through every rank, for 2 to 8 ranks",
-          "[ch05][tcp]") {
+          "[ch05][tcp][ex05.1]") {
   for (int w = 2; w <= 8; ++w) {
     // Simulate it: which ranks' contributions each rank's copy of each chunk holds.
     const auto ws = static_cast<std::size_t>(w);
@@ -245,7 +246,7 @@ TEST_CASE("ring schedule moves every chunk through every rank, for 2 to 8 ranks"
   }
 }
 
-TEST_CASE("ring chunks tile 0..n with sizes that differ by at most one", "[ch05][tcp]") {
+TEST_CASE("ring chunks tile 0..n with sizes that differ by at most one", "[ch05][tcp][ex05.1]") {
   for (std::int64_t n : {0, 1, 7, 8, 1001}) {
     for (int w = 1; w <= 5; ++w) {
       std::int64_t next = 0;
@@ -334,6 +335,67 @@ TEST_CASE("tcp collectives in 2, 3 and 4 processes match the closed forms", "[ch
     INFO("world size " << w);
     CHECK(codes == std::vector<int>(static_cast<std::size_t>(w), 0));
   }
+}
+
+// The plain ring (DDP_TCP_RING=plain, dist/plain_ring.hpp) against closed forms, and
+// against the pipelined ring, bit for bit: both add each element in the same order around
+// the ring (sizes above the small all-reduce's, which adds in another order).
+TEST_CASE("plain ring all_reduce equals the closed forms and the pipelined ring bit for bit",
+          "[ch05][tcp][ex05.2]") {
+  for (int w : {2, 3, 4}) {
+    auto server = start_server();
+    const int port = server->port();
+    const auto codes = ddp::test::run_forked(w, [port, w](int rank) {
+      ::setenv("DDP_TCP_RING", "plain", 1);
+      Rank plain = join(port, rank, w, "plain" + std::to_string(w));
+      ::unsetenv("DDP_TCP_RING");
+      Rank pipelined = join(port, rank, w, "pipelined" + std::to_string(w));
+      int bad = plain.group->description() == "tcp (plain ring)" ? 0 : 1;
+      for (std::int64_t n : {0, 1, 7, 1001, 100003}) {
+        for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg}) {
+          Tensor t = ddp::zeros({n});
+          for (std::int64_t i = 0; i < n; ++i) t.data<float>()[i] = value<float>(rank, i);
+          plain.group->all_reduce(t, op)->wait(30s);
+          for (std::int64_t i = 0; i < n; ++i) {
+            float sum = 0;
+            for (int r = 0; r < w; ++r) sum += value<float>(r, i);
+            const float want = op == ReduceOp::Sum ? sum : sum / static_cast<float>(w);
+            if (t.data<float>()[i] != want) {
+              std::fprintf(stderr, "rank %d n %lld: [%lld] = %g, expected %g\n", rank,
+                           static_cast<long long>(n), static_cast<long long>(i),
+                           t.data<float>()[i], want);
+              ++bad;
+              break;
+            }
+          }
+        }
+      }
+      // Random floats, where the order of the additions shows in the last bits.
+      const std::int64_t n = 100003;
+      ddp::Generator gen(1000 + static_cast<std::uint64_t>(rank));
+      Tensor a = ddp::randn({n}, gen);
+      Tensor b = a.clone();
+      plain.group->all_reduce(a)->wait(30s);
+      pipelined.group->all_reduce(b)->wait(30s);
+      if (std::memcmp(a.data<float>(), b.data<float>(), n * sizeof(float)) != 0) {
+        std::fprintf(stderr, "rank %d: plain and pipelined rings differ\n", rank);
+        ++bad;
+      }
+      plain.group->barrier()->wait(30s);
+      pipelined.group->barrier()->wait(30s);
+      return bad == 0 ? 0 : 2;
+    });
+    INFO("world size " << w);
+    CHECK(codes == std::vector<int>(static_cast<std::size_t>(w), 0));
+  }
+}
+
+TEST_CASE("DDP_TCP_RING must be plain or pipelined, and names itself", "[ch05][tcp]") {
+  auto server = start_server();
+  ::setenv("DDP_TCP_RING", "fast", 1);
+  CHECK_THROWS_WITH(join(server->port(), 0, 1, "bad-ring"),
+                    Catch::Contains("DDP_TCP_RING='fast': expected 'plain'"));
+  ::unsetenv("DDP_TCP_RING");
 }
 
 TEST_CASE("tcp all_reduce fails naming the rank that died, then fails fast", "[ch05][tcp]") {
