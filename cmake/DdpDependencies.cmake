@@ -1,37 +1,63 @@
 # Finds every dependency on the machine and says at configure time what was found.
-# Nothing is downloaded: tools/install-deps.sh installs the Debian packages, and the
-# CUDA toolkit (nvcc, cuBLAS, NCCL) is expected on PATH, under $CUDA_HOME, or in
-# /usr/local/cuda (which need not be on PATH). Chapter 00 walks through the output.
+# Nothing is downloaded: tools/install-deps.sh installs the Debian or Fedora/EL packages
+# (on a cluster, modules or Spack provide them: README.md), and the CUDA toolkit (nvcc,
+# cuBLAS, NCCL) is expected on PATH, under $CUDA_HOME, or in /usr/local/cuda (which need
+# not be on PATH). Catch2 is needed by the tests only. Chapter 00 walks through the output.
 include_guard(GLOBAL)
 
-# ddp_require(<find_package arguments...> DEBIAN <package>): find_package, and when it
-# fails, one short error naming the Debian package instead of CMake's page of advice.
+# ddp_require(<find_package arguments...> DEBIAN <package> RPM <package>): find_package,
+# and when it fails, one short error naming the Debian and the Fedora/EL package instead
+# of CMake's page of advice.
 macro(ddp_require name)
-  cmake_parse_arguments(_req "" "DEBIAN" "" ${ARGN})
+  cmake_parse_arguments(_req "" "DEBIAN;RPM" "" ${ARGN})
   find_package(${name} ${_req_UNPARSED_ARGUMENTS} QUIET)
   if(NOT ${name}_FOUND)
-    message(FATAL_ERROR "${name} not found (Debian package: ${_req_DEBIAN}).\n"
-                        "hint: run tools/install-deps.sh, or point CMake at it with "
-                        "-D${name}_DIR=... / -DCMAKE_PREFIX_PATH=...")
+    message(FATAL_ERROR "${name} not found (Debian package: ${_req_DEBIAN}; "
+                        "Fedora/EL: ${_req_RPM}).\n"
+                        "hint: run tools/install-deps.sh, load it as a module, or point "
+                        "CMake at it with -D${name}_DIR=... / -DCMAKE_PREFIX_PATH=...")
   endif()
 endmacro()
 
 # ---- CPU side: always required -------------------------------------------------------
-ddp_require(Eigen3 3.3 NO_MODULE DEBIAN libeigen3-dev)
-ddp_require(ZLIB DEBIAN zlib1g-dev)
+ddp_require(Eigen3 3.3 NO_MODULE DEBIAN libeigen3-dev RPM eigen3-devel)
+ddp_require(ZLIB DEBIAN zlib1g-dev RPM zlib-devel)
 # FindMPI runs MPI_Get_library_version (a try_run, ~1 s) so the line below can name the
 # library; the answer is kept in the cache so that re-configuring skips it.
 if(DEFINED CACHE{DDP_MPI_LIBRARY_VERSION})
   set(MPI_CXX_LIBRARY_VERSION_STRING "${DDP_MPI_LIBRARY_VERSION}")
 endif()
 set(MPI_DETERMINE_LIBRARY_VERSION TRUE)
-ddp_require(MPI COMPONENTS CXX DEBIAN "libopenmpi-dev openmpi-bin")
+ddp_require(MPI COMPONENTS CXX DEBIAN "libopenmpi-dev openmpi-bin"
+            RPM "openmpi-devel, then module load mpi/openmpi-x86_64")
 set(DDP_MPI_LIBRARY_VERSION "${MPI_CXX_LIBRARY_VERSION_STRING}" CACHE INTERNAL "")
-ddp_require(OpenMP COMPONENTS CXX DEBIAN "g++ (libgomp)")
-ddp_require(Threads DEBIAN libc6-dev)
+ddp_require(OpenMP COMPONENTS CXX DEBIAN "g++ (libgomp)" RPM "gcc-c++ (libgomp)")
+ddp_require(Threads DEBIAN libc6-dev RPM glibc-devel)
+
+# Catch2 v2 (single header catch2/catch.hpp; v3 is a different library) builds the tests,
+# nothing else. Without it the libraries and programs still build and the tests are off
+# for this configure only: DDP_BUILD_TESTS stays ON in the cache, so configuring again
+# after installing Catch2 brings them back. A test step then finds no tests, and the
+# presets' noTestsAction "error" makes it fail rather than pass with nothing run.
 if(DDP_BUILD_TESTS)
-  # Catch2 v2 (single header catch2/catch.hpp); v3 is a different library.
-  ddp_require(Catch2 2.13 DEBIAN catch2)
+  find_package(Catch2 2.13 QUIET)
+  if(NOT Catch2_FOUND)
+    set(_ddp_catch2_other "")
+    if(Catch2_CONSIDERED_VERSIONS)  # e.g. a Catch2 v3, which cannot stand in for v2
+      string(JOIN ", " _ddp_catch2_other ${Catch2_CONSIDERED_VERSIONS})
+      set(_ddp_catch2_other " (found only Catch2 ${_ddp_catch2_other})")
+    endif()
+    message(WARNING
+      "Catch2 v2 not found${_ddp_catch2_other}: building the libraries and programs, "
+      "WITHOUT the tests.\n"
+      "The tests need Catch2 v2 (>= 2.13; v3 is a different library): Debian package "
+      "catch2, Fedora and EPEL 9 catch2-devel, EPEL 8 catch-devel, Spack catch2@2.13.10; "
+      "or -DCMAKE_PREFIX_PATH=<where it is installed>.\n"
+      "Until then ctest finds no tests, so the test step of `cmake --workflow --preset ...` "
+      "or `ctest --preset ...` fails (\"No tests were found\"). "
+      "-DDDP_BUILD_TESTS=OFF builds without tests and without this warning.")
+    set(DDP_BUILD_TESTS OFF)
+  endif()
 endif()
 
 # "Open MPI v4.1.4, package: Debian OpenMPI, ..." -> "Open MPI v4.1.4"
