@@ -1,5 +1,5 @@
 // bench_epoch: how long a training epoch of ddp-train takes on the CPU, next to
-// PyTorch's epoch time on the dev box (shared/anchors/RESULTS.md, section 2). It runs
+// PyTorch's epoch time on the dev box (bench/anchors/RESULTS.md, section 2). It runs
 // ddp-train's own Trainer (tools/ddp_train/trainer.hpp) with the anchor's recipe --
 // batch 128, lr 0.1, momentum 0.9, weight decay 5e-4, seed 0, the bundled 8,000
 // training images, 63 steps per epoch -- so what is timed is exactly ddp-train's loop.
@@ -42,7 +42,7 @@ constexpr double kTargetRatio = 1.0;  // ours / PyTorch, median epoch time
 struct Options {
   int epochs = 2;
   int threads = 2;
-  std::string anchors = DDP_SOURCE_DIR "/../shared/anchors";
+  std::string anchors = ddp::bench::default_anchors_dir();
 };
 
 Options parse_options(int argc, char** argv) {
