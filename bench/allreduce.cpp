@@ -1,6 +1,6 @@
 // bench_allreduce: how fast a ProcessGroup all-reduces float32 (sum, in place), in the
 // nccl-tests format, next to the Open MPI and gloo anchors measured on the dev box
-// (shared/anchors/RESULTS.md, section 4). Chapter 05 sends readers here.
+// (bench/anchors/RESULTS.md, section 4). Chapter 05 sends readers here.
 //
 //   ddprun --nproc-per-node 2 build/<dir>/bin/bench_allreduce --backend tcp
 //   mpirun -np 2 --mca pml ob1 --mca btl self,tcp build/<dir>/bin/bench_allreduce --backend mpi
@@ -25,6 +25,7 @@
 
 #include <poll.h>
 
+#include "bench/anchor_json.hpp"
 #include "bench/bench_args.hpp"
 #include "bench/timing.hpp"
 #include "dist/init.hpp"
@@ -46,7 +47,7 @@ struct Options {
   int timeout_s = 300;
   bool floor = false;  // also time the plain TCP traffic of each size (tcp backend only)
   std::optional<ddp::LinkEmulation> link;  // the tcp group's emulated link (DDP_TCP_LINK)
-  std::string anchors = DDP_SOURCE_DIR "/../shared/anchors";
+  std::string anchors = ddp::bench::default_anchors_dir();
 };
 
 std::int64_t parse_bytes(std::string_view flag, const std::string& text) {
@@ -118,7 +119,8 @@ int iterations_for(std::int64_t bytes) {
 
 // Median seconds per call by message size, from one anchor file's "results" array of
 // flat objects ({"bytes": 4096, ..., "time_s_median": 4.4e-06, ...}). Not a JSON
-// parser: it knows that shape (anchors/allreduce_gloo.py and anchors/cpp write it).
+// parser: it knows that shape (bench/torch/allreduce_gloo.py and
+// bench/anchors/cpp/allreduce_mpi.cpp write it).
 std::map<std::int64_t, double> read_allreduce_anchor(const std::string& file) {
   std::map<std::int64_t, double> times;
   std::ifstream in(file);

@@ -2,9 +2,9 @@
 # The all-reduce comparison of chapter 05 in one go: bench_allreduce with the tcp backend
 # (under ddprun), and with the mpi backend under Open MPI over TCP (--mca pml ob1 --mca
 # btl self,tcp) and over shared memory (the default), at np 2 and 4; and, as the plain
-# Open MPI reference, the anchors' own MPI_Allreduce program (anchors/cpp/allreduce_mpi.cpp,
+# Open MPI reference, the anchors' own MPI_Allreduce program (bench/anchors/cpp/allreduce_mpi.cpp,
 # compiled into a temporary folder) over TCP ("raw-tcp"); and PyTorch's gloo all_reduce
-# (anchors/allreduce_gloo.py, when Debian's python3-torch is installed). They run
+# (bench/torch/allreduce_gloo.py, when Debian's python3-torch is installed). They run
 # interleaved, round after round, so that a busy spell of the machine hits all of them;
 # the table takes each one's best median over the rounds, and its ratios are times:
 # 1.20x in the column "/raw-tcp" means our tcp backend took 1/1.2 of Open MPI's time.
@@ -37,7 +37,7 @@ export OMPI_MCA_btl_vader_single_copy_mechanism=none
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 results=$scratch/results
-raw_src=$root/../shared/anchors/cpp/allreduce_mpi.cpp
+raw_src=$root/bench/anchors/cpp/allreduce_mpi.cpp
 raw=$scratch/allreduce_mpi
 wanted=" ${LABELS:-tcp mpi-tcp mpi-shm raw-tcp gloo} "
 labels=""
@@ -52,7 +52,7 @@ case $wanted in *" raw-tcp "*)
     echo "allreduce.sh: $raw_src not found or not compiled: no raw Open MPI column" >&2
   fi ;;
 esac
-gloo_src=$root/../shared/anchors/allreduce_gloo.py
+gloo_src=$root/bench/torch/allreduce_gloo.py
 case $wanted in *" gloo "*)
   if [ -f "$gloo_src" ] && /usr/bin/python3 -c "import torch" 2>/dev/null; then
     labels="$labels gloo"
@@ -126,11 +126,11 @@ awk '
 cat <<END
 us per call: the best median over $rounds round(s). tcp = ddp tcp backend (ddprun);
 tcp-base = the same from the build in \$BASE, when given;
-raw-tcp = MPI_Allreduce over --mca btl self,tcp (anchors/cpp, live); gloo = PyTorch's
-gloo all_reduce (anchors/allreduce_gloo.py, live); mpi-tcp / mpi-shm =
+raw-tcp = MPI_Allreduce over --mca btl self,tcp (bench/anchors/cpp, live); gloo = PyTorch's
+gloo all_reduce (bench/torch/allreduce_gloo.py, live); mpi-tcp / mpi-shm =
 ddp's mpi backend over Open MPI tcp / shared memory; hot, cold = the tcp run's traffic on
 plain TCP links, nothing else, through cached / uncached memory (bench_allreduce --floor);
-* = anchor (shared/anchors/results, the faster median of run1/run2). /X = X's time /
+* = anchor (bench/anchors/results, the faster median of run1/run2). /X = X's time /
 tcp's time (> 1: tcp is faster); gloo/hot = gloo's time / the hot floor: about the
 most any TCP all-reduce could gain on Gloo here.
 END

@@ -1,5 +1,5 @@
-// SGEMM anchor reader (see anchor_json.hpp): a scan that tracks brace depth and skips
-// over strings, enough for the flat result objects that anchors/ writes.
+// Anchor readers (see anchor_json.hpp): a scan that tracks brace depth and skips over
+// strings, enough for the flat result objects that the anchors' scripts write.
 #include "bench/anchor_json.hpp"
 
 #include <cstdlib>
@@ -9,6 +9,9 @@
 #include <string_view>
 
 namespace ddp::bench {
+
+// DDP_BENCH_ANCHORS_DIR: set by bench/CMakeLists.txt for this file alone.
+std::string default_anchors_dir() { return DDP_BENCH_ANCHORS_DIR; }
 
 namespace {
 

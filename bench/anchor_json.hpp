@@ -1,7 +1,8 @@
-// Reads the SGEMM anchor measurements (shared/anchors/results/runN/sgemm_*.json) and
-// the CPU they ran on (machine.json) for bench_gemm. Not a JSON library: it knows the
-// two files' shape (an array "results" of flat objects with "n", "threads",
-// "GFLOPs_median", "GFLOPs_best" and, for torch, "path") and nothing else. Nested
+// The anchors the benchmarks compare against: where they are (bench/anchors, whose
+// README.md says where each file came from), and readers for their result files
+// (results/runN/*.json) and the CPU they ran on (machine.json). Not a JSON library: the
+// SGEMM reader knows an array "results" of flat objects with "n", "threads",
+// "GFLOPs_median", "GFLOPs_best" and, for torch, "path", and nothing else; nested
 // objects (torch's "time_s") are skipped.
 #pragma once
 
@@ -10,6 +11,9 @@
 #include <vector>
 
 namespace ddp::bench {
+
+// bench/anchors of this source tree, the default of every benchmark's --anchors DIR.
+std::string default_anchors_dir();
 
 struct AnchorRow {
   std::string path;  // "oneDNN mkldnn_linear", "torch.mm (libblas)"; "Eigen" for sgemm_eigen

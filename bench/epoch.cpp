@@ -1,17 +1,20 @@
 // bench_epoch: how long a training epoch of ddp-train takes on the CPU, next to
-// PyTorch's epoch time on the dev box (shared/anchors/RESULTS.md, section 2). It runs
-// ddp-train's own Trainer (tools/ddp_train/trainer.hpp) with the anchor's recipe --
-// batch 128, lr 0.1, momentum 0.9, weight decay 5e-4, seed 0, the bundled 8,000
-// training images, 63 steps per epoch -- so what is timed is exactly ddp-train's loop.
+// PyTorch's epoch time on the dev box (bench/anchors/RESULTS.md, section 2). It runs the
+// ddp-train program itself, as a participant does, with the anchor's recipe -- batch 128,
+// lr 0.1, momentum 0.9, weight decay 5e-4, seed 0, constant learning rate, the bundled
+// 8,000 training images, 63 steps per epoch -- so what is timed is exactly ddp-train.
 // Chapter 04 sends readers here.
 //
 // It prints numbers and asserts nothing: speed is read as ratios, never tested.
 //   bench_epoch [--epochs 2] [--threads 2] [--anchors DIR]
 // Epoch time = the training loop alone (batch loading, steps, loss.item()), evaluation
-// excluded, as in the anchor. Trainer writes one CSV row per epoch; this reads it back.
+// excluded, as in the anchor. ddp-train writes one --metrics CSV row per epoch; this
+// reads it back.
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <filesystem>
 #include <fstream>
@@ -21,14 +24,14 @@
 #include <string_view>
 #include <vector>
 
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "bench/bench_args.hpp"
 #include "bench/anchor_json.hpp"
 #include "bench/timing.hpp"
 #include "tensor/error.hpp"
-#include "tensor/threads.hpp"
-#include "tools/ddp_train/trainer.hpp"
 
 using ddp::bench::parse_int;
 using ddp::bench::parse_int_list;
@@ -42,7 +45,7 @@ constexpr double kTargetRatio = 1.0;  // ours / PyTorch, median epoch time
 struct Options {
   int epochs = 2;
   int threads = 2;
-  std::string anchors = DDP_SOURCE_DIR "/../shared/anchors";
+  std::string anchors = ddp::bench::default_anchors_dir();
 };
 
 Options parse_options(int argc, char** argv) {
@@ -68,6 +71,33 @@ Options parse_options(int argc, char** argv) {
   return o;
 }
 
+// ddp-train, found next to this program (both land in build/<preset>/bin).
+std::string ddp_train_program() {
+  const std::filesystem::path here = std::filesystem::read_symlink("/proc/self/exe");
+  const std::filesystem::path program = here.parent_path() / "ddp-train";
+  DDP_CHECK(std::filesystem::exists(program), "ddp-train not found next to bench_epoch (",
+            program.string(), ")\nhint: build it: ninja -C build/<preset> ddp_train");
+  return program.string();
+}
+
+// Runs args[0] with args[1..] and this process's output; throws unless it exits with 0.
+void run_program(const std::vector<std::string>& args) {
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  std::fflush(stdout);  // our lines first, then the program's
+  pid_t pid = 0;
+  const int error = ::posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ);
+  DDP_CHECK(error == 0, "cannot start ", args[0], ": ", std::strerror(error));
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+    DDP_CHECK(errno == EINTR, "waitpid for ", args[0], ": ", std::strerror(errno));
+  }
+  DDP_CHECK(!WIFSIGNALED(status), args[0], " was killed by signal ", WTERMSIG(status));
+  DDP_CHECK(WEXITSTATUS(status) == 0, args[0], " failed with exit code ", WEXITSTATUS(status),
+            " (its message is above)");
+}
+
 struct EpochRow {
   int epoch = 0;
   double train_loss = 0.0;
@@ -76,7 +106,7 @@ struct EpochRow {
   double train_seconds = 0.0;
 };
 
-// Trainer's --metrics CSV: "epoch,train_loss,test_loss,test_accuracy,images_per_second,
+// ddp-train's --metrics CSV: "epoch,train_loss,test_loss,test_accuracy,images_per_second,
 // train_seconds", one row per finished epoch.
 std::vector<EpochRow> read_metrics(const std::string& path) {
   std::ifstream in(path);
@@ -104,27 +134,20 @@ int main(int argc, char** argv) {
         std::filesystem::temp_directory_path() /
         ("bench_epoch_" + std::to_string(static_cast<long long>(::getpid())) + ".csv");
 
-    // The anchor's recipe: ddp-train's defaults (options.hpp) with the constant learning
-    // rate of the anchors (chapter 06 made a schedule the default).
-    ddp::train::TrainOptions t;
-    t.schedule = "constant";
-    t.epochs = o.epochs;
-    t.threads = o.threads;
-    t.device = "cpu";
-    t.metrics = metrics.string();
-    std::printf("bench_epoch: ddp-train's Trainer on the CPU, %d thread(s), %lld epoch(s), batch"
-                " %lld, lr %g, momentum %g, weight decay %g, seed %llu\n\n",
-                o.threads, static_cast<long long>(t.epochs),
-                static_cast<long long>(ddp::train::per_rank_batch(t, 1)), t.lr, t.momentum,
-                t.weight_decay,
-                static_cast<unsigned long long>(t.seed));
-    {
-      ddp::train::Trainer trainer(t);
-      trainer.run();
-    }
+    // The anchor's recipe (bench/torch/ref_model.py, HPARAMS), spelled out rather than
+    // taken from ddp-train's defaults: chapter 06 made a learning-rate schedule the default.
+    const std::vector<std::string> command = {
+        ddp_train_program(), "--device", "cpu", "--threads", std::to_string(o.threads),
+        "--epochs", std::to_string(o.epochs), "--batch-size", "128", "--lr", "0.1",
+        "--momentum", "0.9", "--weight-decay", "5e-4", "--schedule", "constant", "--seed", "0",
+        "--metrics", metrics.string()};
+    std::printf("bench_epoch: runs");
+    for (const std::string& arg : command) std::printf(" %s", arg.c_str());
+    std::printf("\n\n");
+    run_program(command);
     const std::vector<EpochRow> rows = read_metrics(metrics.string());
     std::filesystem::remove(metrics);
-    DDP_CHECK(!rows.empty(), "the Trainer finished no epoch");
+    DDP_CHECK(!rows.empty(), "ddp-train finished no epoch");
 
     std::printf("\n%6s %12s %12s %10s %9s\n", "epoch", "train loss", "test acc %", "epoch s",
                 "img/s");

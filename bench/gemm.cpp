@@ -1,13 +1,13 @@
 // bench_gemm: how fast ddp::matmul multiplies square float32 matrices on the CPU, next
 // to raw Eigen in the same process and to the PyTorch/Eigen anchors measured on the dev
-// box (shared/anchors/RESULTS.md, section 5); then, when a GPU is usable, the same on
+// box (bench/anchors/RESULTS.md, section 5); then, when a GPU is usable, the same on
 // the GPU (gemm_gpu.cpp). Chapter 01 (CPU) and 02 (GPU) send readers here.
 //
 // It prints numbers and asserts nothing: speed is read as ratios, never tested.
 //   bench_gemm [--threads 2] [--reps 10] [--warmup 1] [--sizes 1024,2048]
 //              [--gpu-sizes 1024,2048,4096] [--anchors DIR]
-// --anchors DIR: the shared/anchors folder (reads results/run1 and run2), or an OUTDIR
-// of a fresh `anchors/run_all.sh` run (reads its sgemm_*.json).
+// --anchors DIR: the anchors folder, bench/anchors by default (reads results/run1 and
+// run2), or a folder of fresh sgemm_*.json (bench/anchors/README.md says how to make one).
 #include <Eigen/Core>
 #include <cmath>
 #include <cstdio>
@@ -49,8 +49,7 @@ struct Options {
   int warmup = 1;
   std::vector<int> sizes = {1024, 2048};
   std::vector<int> gpu_sizes = {1024, 2048, 4096};  // a GPU needs larger n to fill up
-  // The repository's sibling shared/anchors, found from the source tree.
-  std::string anchors = DDP_SOURCE_DIR "/../shared/anchors";
+  std::string anchors = ddp::bench::default_anchors_dir();
 };
 
 Options parse_options(int argc, char** argv) {
@@ -148,7 +147,7 @@ struct AnchorFile {
 };
 
 // Reads the SGEMM anchors under `dir`: its sgemm_{torch,eigen}.json when it has them
-// (an OUTDIR of anchors/run_all.sh, labelled "now"), otherwise those of results/run1
+// (a fresh measurement, labelled "now"), otherwise those of results/run1
 // and results/run2. A file it cannot read is added to `missing` and left out.
 std::vector<AnchorFile> load_anchors(const std::string& dir, std::vector<std::string>& missing) {
   const bool single_run = std::filesystem::exists(dir + "/sgemm_torch.json") ||
@@ -231,7 +230,8 @@ int main(int argc, char** argv) {
 
     for (const std::string& file : missing) std::printf("anchor not found: %s\n", file.c_str());
     if (anchors.empty()) {
-      std::printf("no anchors read (--anchors DIR: shared/anchors, or a run_all.sh OUTDIR)\n");
+      std::printf("no anchors read (--anchors DIR: bench/anchors, or a folder of fresh"
+                  " sgemm_*.json)\n");
     } else {
       std::printf("anchors: %s (no row: no anchor at that thread count)\n",
                   std::filesystem::weakly_canonical(options.anchors).c_str());
@@ -246,7 +246,7 @@ int main(int argc, char** argv) {
       std::printf(
           "noise: anchor medians moved up to +-25 %% between runs and 2-thread GEMM is the"
           " noisiest number there;\n       rerun the anchor in the same session before"
-          " reading a ratio (shared/anchors/RESULTS.md).\n");
+          " reading a ratio (bench/anchors/RESULTS.md).\n");
     }
     std::printf("ours/Eigen >= %.1fx at every size: %s\n", kTargetRatio,
                 all_on_target ? "yes" : "no");

@@ -1,5 +1,5 @@
 // What every benchmark in bench/ measures with: a wall clock, and min / median over
-// repetitions (the anchors report the same pair, see shared/anchors/RESULTS.md).
+// repetitions (the anchors report the same pair, see bench/anchors/RESULTS.md).
 #pragma once
 
 #include <algorithm>

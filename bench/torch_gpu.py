@@ -1,9 +1,9 @@
 """PyTorch on a GPU, the GPU side of bench_train_step and ddp-train: the reference model
-and recipe of the anchors (shared/anchors/ref_model.py, mnist.py), timed and trained on
+and recipe of the anchors (bench/torch/ref_model.py, mnist.py), timed and trained on
 cuda:0 as bench_single.py does on the CPU. There is no stored GPU anchor: run this beside
 `bench_train_step --device cuda` on the same GPU, in the same session.
 
-    python3 bench/torch_gpu.py [--anchors ../shared/anchors] [--batches 64,128]
+    python3 bench/torch_gpu.py [--anchors bench/torch] [--batches 64,128]
                                [--steps 50] [--warmup 10] [--seeds 0,1,2] [--epochs 5]
 
 FP32 throughout (TF32 off in cuDNN and cuBLAS), as ddp.cpp computes. Step times wait for
@@ -22,7 +22,8 @@ import torch.nn.functional as F
 
 ap = argparse.ArgumentParser()
 here = os.path.dirname(os.path.abspath(__file__))
-ap.add_argument("--anchors", default=os.path.join(here, "..", "..", "shared", "anchors"))
+ap.add_argument("--anchors", default=os.path.join(here, "torch"),
+                help="folder of the anchors' ref_model.py and mnist.py")
 ap.add_argument("--data", default=os.path.join(here, "..", "data", "mnist-10k"))
 ap.add_argument("--batches", default="64,128")
 ap.add_argument("--steps", type=int, default=50)

@@ -1,6 +1,6 @@
 // bench_train_step: how long one training step of ResNetMnist takes -- zero_grad,
 // forward, cross_entropy, backward, SGD step (lr 0.1, momentum 0.9, weight decay 5e-4)
-// -- next to the PyTorch anchor of the same step (shared/anchors/RESULTS.md, section 2),
+// -- next to the PyTorch anchor of the same step (bench/anchors/RESULTS.md, section 2),
 // then where the time of a step goes, layer by layer. Chapter 04 sends readers here.
 //
 // It prints numbers and asserts nothing: speed is read as ratios, never tested.
@@ -59,7 +59,7 @@ struct Options {
   std::vector<int> threads = {1, 2};
   int breakdown_batch = 128;
   int breakdown_threads = 2;
-  std::string anchors = DDP_SOURCE_DIR "/../shared/anchors";
+  std::string anchors = ddp::bench::default_anchors_dir();
   ddp::Device device = ddp::Device::cpu();
 };
 
