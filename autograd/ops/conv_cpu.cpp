@@ -43,20 +43,13 @@ using ConstMat = Eigen::Map<const RowMajor>;
 // fixed number of (O, K) buffers, summed in a fixed order (Note [Work shared out on
 // demand]). im2col and col2im are plain loops that skip the padding border instead of
 // copying the input into a padded buffer.
-// Measured with bench_train_step (1 thread, batch 128): conv 3x3 forward + backward went
-// from 391 ms to 160 ms per step; the GEMMs now take about 60 % of the step.
-// Tried and dropped: a hand-written AVX2 GEMM (4 x 24 register tiles reading the band
-// where im2col wrote it, no packing) was no faster than Eigen at any of ResNet-MNIST's
-// shapes, and slower at K = 576, n = 49: in cache, both run at the ~55-60 GFLOP/s that
-// one core of the dev box sustains. What is left to win is not the GEMM's speed. Nor did
-// computing dx of the stride-1 layers as a convolution of dy with the flipped weight
-// (im2col of dy + one GEMM, no col2im and no zeroing of dx) change their time.
-// What did win was fewer multiplications: the 3x3 stride-1 padding-1 layers with 8 or
-// more channels in and out and 100 or more pixels go to Winograd's F(2x2, 3x3), forward and
-// backward (conv_winograd_cpu.cpp, forward_winograd and backward_winograd below): all 3x3
-// layers of a step together then took 152-159 ms instead of 182-192 (1 thread, batch 128,
-// alternating runs). The stem, the stride-2 layers, the 1x1 shortcuts and block3.conv2
-// (7x7 images) stay here.
+// Fewer multiplications win more than a faster GEMM here (one core of the dev box runs
+// Eigen's at the ~55-60 GFLOP/s it sustains in cache): the 3x3 stride-1 padding-1 layers
+// with 8 or more channels in and out and 100 or more pixels go to Winograd's F(2x2, 3x3),
+// forward and backward (conv_winograd_cpu.cpp, forward_winograd and backward_winograd
+// below). The stem, the stride-2 layers, the 1x1 shortcuts and block3.conv2 (7x7 images)
+// stay here. What each step bought, and what was tried and dropped: bench/README.md,
+// "Chapter 03: the fused CPU paths".
 
 // Output columns wo in [lo, hi) read input column wo*s + offset inside [0, n_in).
 struct Span {
@@ -108,9 +101,8 @@ std::int64_t rows_per_band(const ConvShape& s) {
 // stride-2 layers -- into the shifted copies above, and col2im into shifted adds plus
 // one pass back. It needs Wo == Wq (true for ResNet's 3x3/pad 1 layers with stride 2 on
 // even sizes); stride 1 is the case s = 1, where the phase plane is x[c] itself. Other
-// shapes take the plain loops. Measured (bench_train_step's layers, 1 thread, batch 128,
-// CPU time): block2.conv1 7.0 -> 5.8 ms forward, 17.5 -> 12.6 ms backward; block3.conv1
-// 5.7 -> 5.2 and 13.3 -> 10.9 ms.
+// shapes take the plain loops (what it bought: bench/README.md, "Chapter 03: the fused CPU
+// paths").
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 std::int64_t floor_div(std::int64_t a, std::int64_t b) {

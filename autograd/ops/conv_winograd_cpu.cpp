@@ -47,18 +47,14 @@ using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::Row
 // Tiles start at even rows and columns; the input tile of output tile (ty, tx) is rows
 // 2ty-1 .. 2ty+2 and columns 2tx-1 .. 2tx+2, zero outside the image (the padding, and
 // the overhang of the last tile when H or W is odd).
-// Measured with bench_train_step's breakdown (batch 128, 1 thread, forward + backward,
-// runs alternating with the patch matrix on a noisy box): block1.conv1 and conv2 (16 ->
-// 16, 28x28) 29-35 ms each instead of 38-50; block2.conv2 (32 -> 32, 14x14) 24 instead
-// of 31; all 3x3 layers together 152-159 ms instead of 182-192.
+// What it bought per layer: bench/README.md, "Chapter 03: the fused CPU paths".
 
-// With few channels the transforms cost more than the products save: the stem (1 -> 16
-// channels) took 4.0 ms instead of 1.4 (forward, batch 128, 1 thread).
+// With few channels the transforms cost more than the products save (the stem, 1 -> 16
+// channels, took about three times as long).
 constexpr std::int64_t kMinChannels = 8;
 
 // And with small images the 16 matrix products are too narrow to gain: a 7x7 image has 16
-// tiles (block3.conv2 took 9.1-9.7 ms forward and 21.3-21.7 backward, where the patch
-// matrix takes 9.2-9.4 and 20.1-20.6; still so with two or five images per product).
+// tiles (block3.conv2 was no faster, even with two or five images per product).
 constexpr std::int64_t kMinPixels = 100;
 // (Unlike the patch matrix's bands, the scratch grows with the image: 16 (C + O) T
 // floats a thread, 0.4 MB for block1, ~100 MB for 64 channels of 224x224.)
