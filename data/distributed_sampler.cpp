@@ -36,6 +36,9 @@ void DistributedSampler::set_epoch(std::int64_t epoch) {
   epoch_ = epoch;
 }
 
+// DistributedSampler::indices, the three rules: in distributed_sampler_indices.cpp
+// (exercise 06.1).
+
 ShardSampler::ShardSampler(std::int64_t dataset_size, int world_size, int rank)
     : dataset_size_(dataset_size), world_size_(world_size), rank_(rank) {
   check_shard("ShardSampler", dataset_size, world_size, rank);
