@@ -79,8 +79,8 @@ int average_rank(int port, int rank, int world, GradientSync sync) {
       worst = std::max(worst, std::fabs(double(got[k]) - ref[k]));
     }
     if (!(worst <= 1e-6)) {
-      std::fprintf(stderr, "rank %d/%d: the gradient of %s differs from one process by %g\n",
-                   rank, world, mine[i].first.c_str(), worst);
+      std::fprintf(stderr, "rank %d/%d: the gradient of %s differs from one process by %g\n", rank,
+                   world, mine[i].first.c_str(), worst);
       ++bad;
     }
   }

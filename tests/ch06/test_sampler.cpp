@@ -121,9 +121,8 @@ namespace {
 Indices pytorch_iter(const Indices& order, int world, int rank, bool drop_last) {
   const auto n = static_cast<std::int64_t>(order.size());
   const std::int64_t num_samples =
-      drop_last && n % world != 0
-          ? static_cast<std::int64_t>(std::ceil(double(n - world) / world))
-          : static_cast<std::int64_t>(std::ceil(double(n) / world));
+      drop_last && n % world != 0 ? static_cast<std::int64_t>(std::ceil(double(n - world) / world))
+                                  : static_cast<std::int64_t>(std::ceil(double(n) / world));
   const std::int64_t total_size = num_samples * world;
   Indices indices = order;
   if (!drop_last) {

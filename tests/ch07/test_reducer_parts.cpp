@@ -112,8 +112,7 @@ TEST_CASE("a queued callback runs after the last node of the backward", "[reduce
 
 using ddp::testing::world_of_one;  // a group of one rank: tests/support
 
-TEST_CASE("the Reducer makes each gradient a view of its bucket",
-          "[reducer][ex07.1][ex07.2]") {
+TEST_CASE("the Reducer makes each gradient a view of its bucket", "[reducer][ex07.1][ex07.2]") {
   auto group = world_of_one();
   Generator gen(1);
   auto model = std::make_shared<nn::ResNetMnist>(gen);
@@ -195,10 +194,9 @@ TEST_CASE("each bucket is launched once its last gradient is ready, in bucket or
         [&events, &params, i](const Variable&) { events.push_back("ready " + params[i].first); });
   }
 
-  const Variable loss = sum(params[0].second * params[0].second) +
-                        sum(params[1].second * params[1].second) +
-                        sum(params[3].second * params[3].second) +
-                        sum(params[2].second * params[2].second);
+  const Variable loss =
+      sum(params[0].second * params[0].second) + sum(params[1].second * params[1].second) +
+      sum(params[3].second * params[3].second) + sum(params[2].second * params[2].second);
   reducer.prepare_for_backward(loss, /*sync=*/true, /*divisor=*/1);
   loss.backward();
   CHECK(reducer.finished());
