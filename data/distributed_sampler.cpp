@@ -36,31 +36,8 @@ void DistributedSampler::set_epoch(std::int64_t epoch) {
   epoch_ = epoch;
 }
 
-std::vector<std::int64_t> DistributedSampler::indices() const {
-  // 1. The epoch's order: one process's, the same on every rank (a function of seed and
-  //    epoch alone, see RandomSampler).
-  std::vector<std::int64_t> order;
-  if (shuffle_) {
-    RandomSampler all(dataset_size_, seed_);
-    all.set_epoch(epoch_);
-    order = all.indices();
-  } else {
-    order = SequentialSampler(dataset_size_).indices();
-  }
-  // 2. Pad by repeating the head (cycling through it when the padding is longer than the
-  //    list, which needs n < world: refused above, so one pass always suffices), or cut.
-  const auto total = static_cast<std::size_t>(total_size());
-  for (std::size_t i = 0; order.size() < total; ++i) order.push_back(order[i]);
-  order.resize(total);
-  // 3. Every world_size-th position, starting at this rank's.
-  std::vector<std::int64_t> mine;
-  mine.reserve(static_cast<std::size_t>(num_samples_));
-  for (std::size_t i = static_cast<std::size_t>(rank_); i < total;
-       i += static_cast<std::size_t>(world_size_)) {
-    mine.push_back(order[i]);
-  }
-  return mine;
-}
+// DistributedSampler::indices, the three rules: in distributed_sampler_indices.cpp
+// (exercise 06.1).
 
 ShardSampler::ShardSampler(std::int64_t dataset_size, int world_size, int rank)
     : dataset_size_(dataset_size), world_size_(world_size), rank_(rank) {

@@ -119,25 +119,7 @@ std::optional<std::string> disagreement(const std::vector<std::optional<Tail>>& 
 
 // ---- 2. and 3. Where each rank is ----
 
-// A place in the run: in entry `seq` (2·seq) or between it and the next (2·seq + 1), so
-// that places sort in the order the run passes them.
-struct Place {
-  std::uint64_t key = 1;  // before #1
-  std::optional<Entry> entry;
-  bool waiting = false;
-};
-
-Place place_of(const Tail& t) {
-  Place p;
-  if (const Entry* w = t.waiting_in()) {
-    p = {2 * w->seq, *w, true};
-  } else if (!t.entries.empty()) {
-    p = {2 * t.entries.back().seq + 1, t.entries.back(), false};
-  }
-  return p;
-}
-
-std::string where(const std::vector<int>& ranks, const Place& p) {
+std::string where(const std::vector<int>& ranks, const LedgerPlace& p) {
   if (p.waiting) return detail::concat(name_ranks(ranks), " ", is_are(ranks), " in ",
                                        describe(*p.entry));
   if (p.entry) {
@@ -169,16 +151,10 @@ std::string diagnose_desync(const std::vector<std::optional<Tail>>& tails,
 
   if (auto s = disagreement(tails)) return lost + *s;
 
-  std::map<std::uint64_t, std::pair<std::vector<int>, Place>> places;
-  for (const auto& t : tails) {
-    if (!t) continue;
-    const Place p = place_of(*t);
-    auto& [ranks, place] = places[p.key];
-    ranks.push_back(t->rank);
-    place = p;
-  }
+  // Step 2: where each rank is (ranks_by_place, in ledger_places.cpp).
+  const std::vector<RanksAtPlace> places = ranks_by_place(tails);
   if (places.size() == 1) {
-    const auto& [ranks, place] = places.begin()->second;
+    const auto& [ranks, place] = places.front();
     const std::string all = missing.empty() ? "all ranks" : name_ranks(ranks);
     if (!place.waiting) return lost + where(ranks, place);
     return lost + detail::concat(all, " ", is_are(ranks), " in ", describe(*place.entry),
@@ -189,10 +165,10 @@ std::string diagnose_desync(const std::vector<std::optional<Tail>>& tails,
                                      : ", waiting for the rank(s) that sent no ledger");
   }
   std::string s;
-  for (const auto& [key, group] : places) {
-    s += detail::concat(s.empty() ? "" : "; ", where(group.first, group.second));
+  for (const auto& [ranks, place] : places) {
+    s += detail::concat(s.empty() ? "" : "; ", where(ranks, place));
   }
-  const std::vector<int>& behind = places.begin()->second.first;
+  const std::vector<int>& behind = places.front().ranks;
   return lost + s + detail::concat(": ", name_ranks(behind), " ", is_are(behind), " behind");
 }
 

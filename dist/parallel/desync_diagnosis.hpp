@@ -7,6 +7,7 @@
 // say: it cannot tell a slow rank from a hung one, nor see into a rank without a tail.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -38,5 +39,28 @@ std::string diagnose_desync(const std::vector<std::optional<ledger::Tail>>& tail
 
 // "rank 2", "ranks 0 and 1", "ranks 0, 1, 3".
 std::string name_ranks(const std::vector<int>& ranks);
+
+// ---- Step 2 of Note [Reading the tails]: where each rank is (exercise 08.1) ------------
+
+// A place in the run: in entry #seq (key 2·seq, waiting) or past it, before the next
+// (key 2·seq + 1, not waiting); before #1 (key 1, no entry) for a rank that called none.
+// Keys sort in the order the run passes the places.
+struct LedgerPlace {
+  std::uint64_t key = 1;
+  std::optional<ledger::Entry> entry;  // the entry waited in, or the last one finished
+  bool waiting = false;
+};
+
+// A rank's place: the collective its tail waits in (Tail::waiting_in: the oldest entry
+// not done), or else just past its last entry.
+LedgerPlace place_of(const ledger::Tail& tail);
+
+// The ranks that sent a tail, one group per place, the furthest back first (the first
+// group is behind, if there are two or more); each group's ranks in increasing order.
+struct RanksAtPlace {
+  std::vector<int> ranks;
+  LedgerPlace place;
+};
+std::vector<RanksAtPlace> ranks_by_place(const std::vector<std::optional<ledger::Tail>>& tails);
 
 }  // namespace ddp

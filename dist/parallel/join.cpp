@@ -1,9 +1,9 @@
 // Join (see join.hpp). Chapter 08.
 //
 // Reading order: Note [Counting who still trains], Note [Which divisor]; the count's
-// arithmetic (read_join_round); the context (construction, the count, finish: shadowing
-// and the final sync). What a shadowed iteration sends is DDP's and the Reducer's business
-// (DistributedDataParallel::shadow_iteration, Reducer::shadow_backward).
+// arithmetic (read_join_round, in join_round.cpp); the context (construction, the count,
+// finish: shadowing and the final sync). What a shadowed iteration sends is DDP's and the
+// Reducer's business (DistributedDataParallel::shadow_iteration, Reducer::shadow_backward).
 #include "dist/parallel/join.hpp"
 
 #include <cstdio>
@@ -50,38 +50,7 @@ namespace ddp {
 // full-sized. PyTorch offers both with the same default; the Reducer takes the divisor per
 // iteration (prepare_for_backward), DDP's Flat and PerParameter paths too.
 
-// ---- The count's arithmetic -----------------------------------------------------------
-
-JoinRound read_join_round(std::span<const std::int64_t> summed, bool divide_by_initial_world_size,
-                          const std::string& who) {
-  DDP_CHECK(summed.size() >= 3, who, ": the join count has ", summed.size(),
-            " entries; it needs world + 2 with world >= 1");
-  const int world = static_cast<int>(summed.size()) - 2;
-  JoinRound round;
-  for (int r = 0; r < world; ++r) {
-    DDP_CHECK(summed[r] == 0 || summed[r] == 1, who, ": join count entry ", r, " is ", summed[r],
-              "; each rank writes 0 or 1 at its own index only"
-              "\nhint: every rank must hold a Join around the same DDP (one Join at a time)");
-    if (summed[r] == 0) continue;
-    ++round.training;
-    if (round.lowest < 0) round.lowest = r;
-    round.highest = r;
-  }
-  const std::int64_t syncing = summed[world], broadcasting = summed[world + 1];
-  DDP_CHECK(syncing == 0 || syncing == round.training, who, ": ", syncing, " of the ",
-            round.training,
-            " ranks still training all-reduce gradients in this iteration, the others are "
-            "under no_sync()\nhint: every rank must use no_sync() on the same iterations");
-  DDP_CHECK(broadcasting == 0 || broadcasting == round.training, who, ": ", broadcasting,
-            " of the ", round.training,
-            " ranks still training broadcast buffers in this forward, the others do not"
-            "\nhint: every rank must train (module.train()) or evaluate on the same "
-            "iterations, with the same DDPOptions::broadcast_buffers");
-  round.syncs_gradients = syncing > 0;
-  round.broadcasts_buffers = broadcasting > 0;
-  round.divisor = divide_by_initial_world_size ? world : round.training;
-  return round;
-}
+// The count's arithmetic, read_join_round: in join_round.cpp (exercise 08.2).
 
 // ---- The context ----------------------------------------------------------------------
 

@@ -58,31 +58,7 @@ std::int64_t gradient_bytes(std::int64_t floats) {
 }
 }  // namespace
 
-std::vector<std::vector<std::size_t>> assign_buckets(const std::vector<std::int64_t>& bytes,
-                                                     const std::vector<std::size_t>& order,
-                                                     std::int64_t first_cap, std::int64_t cap) {
-  DDP_CHECK(first_cap > 0 && cap > 0,
-            "assign_buckets: bucket caps must be positive, got "
-            "first ",
-            first_cap, " bytes and ", cap, " bytes");
-  std::vector<std::vector<std::size_t>> buckets;
-  std::vector<std::size_t> open;
-  std::int64_t open_bytes = 0;
-  for (const std::size_t i : order) {
-    DDP_CHECK(i < bytes.size(), "assign_buckets: parameter index ", i, " out of range (",
-              bytes.size(), " parameters)");
-    open.push_back(i);
-    open_bytes += bytes[i];
-    const std::int64_t limit = buckets.empty() ? first_cap : cap;
-    if (open_bytes >= limit) {
-      buckets.push_back(std::move(open));
-      open.clear();
-      open_bytes = 0;
-    }
-  }
-  if (!open.empty()) buckets.push_back(std::move(open));
-  return buckets;
-}
+// assign_buckets: in assign_buckets.cpp (exercise 07.1).
 
 CommHook allreduce_hook() {
   return CommHook{
@@ -247,28 +223,15 @@ void Reducer::on_gradient_ready(std::size_t parameter) {
   }
 }
 
-void Reducer::mark_ready(std::size_t parameter) {
-  DDP_CHECK(!ready_[parameter], who(), ": parameter '", parameters_[parameter].first,
-            "' was marked ready twice in one backward");
-  ready_[parameter] = true;
-  Bucket& bucket = buckets_[slots_[parameter].bucket];
-  if (--bucket.pending == 0) launch_ready_buckets();
-}
+// mark_ready and launch_ready_buckets: in reducer_ready.cpp (exercise 07.2).
 
-// Note [Launch order]: launch every complete bucket from next_bucket_ on, stop at the
-// first incomplete one.
-void Reducer::launch_ready_buckets() {
-  while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].pending == 0) {
-    Bucket& bucket = buckets_[next_bucket_];
-    // (A hook whose launch throws breaks the step: finish_backward never runs, and the
-    // next forward refuses.)
-    if (trace::enabled())
-      trace::instant("reducer", detail::concat("bucket ", next_bucket_, ": launch"));
-    // A watched group (chapter 08) records the bucket with the collective it launches.
-    const ledger::Label label(detail::concat("bucket ", next_bucket_));
-    bucket.work = hook_.launch(group_, bucket.flat);
-    ++next_bucket_;
-  }
+// Launches bucket b's reduction through the comm hook, recording it for the timeline
+// (chapter 07) and the ledger (chapter 08).
+void Reducer::launch_bucket(std::size_t b) {
+  if (trace::enabled()) trace::instant("reducer", detail::concat("bucket ", b, ": launch"));
+  // A watched group (chapter 08) records the bucket with the collective it launches.
+  const ledger::Label label(detail::concat("bucket ", b));
+  buckets_[b].work = hook_.launch(group_, buckets_[b].flat);
 }
 
 // Runs once backward has finished (queue_backward_callback): every gradient this rank
@@ -328,6 +291,8 @@ void Reducer::reduce_buckets() {
     {
       std::optional<trace::Span> wait;  // the exposed communication, if any
       if (trace::enabled()) wait.emplace("wait", detail::concat("wait for bucket ", b));
+      DDP_CHECK(bucket.work != nullptr, who(), ": bucket ", b,
+                " was never launched, though backward has finished (launch_ready_buckets)");
       bucket.work->block_stream(options_.timeout);
     }
     bucket.work = nullptr;

@@ -132,10 +132,12 @@ class Reducer {
   // Makes parameter i's gradient its bucket view, copying in what it held.
   void attach_gradient(std::size_t parameter);
   void on_gradient_ready(std::size_t parameter);  // the hook
+  // Exercise 07.2 (reducer_ready.cpp): count a ready gradient; launch in bucket order.
   void mark_ready(std::size_t parameter);
-  void launch_ready_buckets();  // in bucket order: Note [Launch order]
-  void finish_backward();       // the end-of-backward callback
-  void reduce_buckets();        // ... its work
+  void launch_ready_buckets();        // in bucket order: Note [Launch order]
+  void launch_bucket(std::size_t b);  // through the comm hook: sets buckets_[b].work
+  void finish_backward();             // the end-of-backward callback
+  void reduce_buckets();              // ... its work
   void drop_zero_filled_gradients();
   void wait_for_launched();                  // before throwing: no collective left behind
   void apply_divisor(Tensor& bucket) const;  // after the hook: Note [A divisor per iteration]

@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <set>
@@ -34,7 +35,8 @@ std::vector<Indices> shards(std::int64_t n, int world, bool shuffle, bool drop_l
 
 }  // namespace
 
-TEST_CASE("DistributedSampler: N = 10 without shuffle, PyTorch's pad and drop rules", "[sampler]") {
+TEST_CASE("DistributedSampler: N = 10 without shuffle, PyTorch's pad and drop rules",
+          "[sampler][ex06.1]") {
   // Without drop_last the list 0..9 is padded with its head to a multiple of the world
   // (0..9, 0, 1 for both W = 3 and W = 4), and rank r takes every W-th from r.
   CHECK(shards(10, 3, false, false) ==
@@ -52,7 +54,7 @@ TEST_CASE("DistributedSampler: N = 10 without shuffle, PyTorch's pad and drop ru
 }
 
 TEST_CASE("DistributedSampler: shuffled shards cover the epoch once, equally, disjointly",
-          "[sampler]") {
+          "[sampler][ex06.1]") {
   for (const std::int64_t n : {10, 11, 8000}) {
     for (const int world : {1, 2, 3, 4, 7}) {
       for (const bool drop_last : {false, true}) {
@@ -86,7 +88,7 @@ TEST_CASE("DistributedSampler: shuffled shards cover the epoch once, equally, di
 }
 
 TEST_CASE("DistributedSampler: the shards interleave RandomSampler's order of the epoch",
-          "[sampler]") {
+          "[sampler][ex06.1]") {
   // The permutation is the one RandomSampler(n, seed) draws for the epoch, the same on
   // every rank: position k of it goes to rank k % W. This is what lets W ranks with
   // batch b see, step by step, the images that one process with batch W * b sees.
@@ -99,7 +101,8 @@ TEST_CASE("DistributedSampler: the shards interleave RandomSampler's order of th
   }
 }
 
-TEST_CASE("DistributedSampler: set_epoch changes the order, no set_epoch repeats it", "[sampler]") {
+TEST_CASE("DistributedSampler: set_epoch changes the order, no set_epoch repeats it",
+          "[sampler][ex06.1]") {
   DistributedSampler s(100, 2, 1, true, 0, false);
   const Indices first = s.indices();
   CHECK(s.indices() == first);  // no set_epoch: the same order again, as in PyTorch
@@ -109,6 +112,57 @@ TEST_CASE("DistributedSampler: set_epoch changes the order, no set_epoch repeats
   s.set_epoch(0);
   CHECK(s.indices() == first);  // a function of (seed, epoch) alone
   CHECK(DistributedSampler(100, 2, 1, true, /*seed=*/1, false).indices() != first);
+}
+
+namespace {
+
+// torch.utils.data.DistributedSampler.__iter__ (torch 1.13), line by line, on the order of
+// the epoch: num_samples from PyTorch's own formula, padding by list repetition.
+Indices pytorch_iter(const Indices& order, int world, int rank, bool drop_last) {
+  const auto n = static_cast<std::int64_t>(order.size());
+  const std::int64_t num_samples =
+      drop_last && n % world != 0 ? static_cast<std::int64_t>(std::ceil(double(n - world) / world))
+                                  : static_cast<std::int64_t>(std::ceil(double(n) / world));
+  const std::int64_t total_size = num_samples * world;
+  Indices indices = order;
+  if (!drop_last) {
+    const std::int64_t padding_size = total_size - n;
+    Indices repeated;  // (indices * ceil(padding_size / len(indices)))[:padding_size]
+    while (static_cast<std::int64_t>(repeated.size()) < padding_size) {
+      repeated.insert(repeated.end(), indices.begin(), indices.end());
+    }
+    indices.insert(indices.end(), repeated.begin(), repeated.begin() + padding_size);
+  } else {
+    indices.resize(static_cast<std::size_t>(total_size));  // indices[:total_size]
+  }
+  Indices mine;  // indices[rank:total_size:num_replicas]
+  for (std::int64_t i = rank; i < total_size; i += world) mine.push_back(indices[i]);
+  return mine;
+}
+
+}  // namespace
+
+TEST_CASE("DistributedSampler: every shape of epoch, against PyTorch's __iter__ line by line",
+          "[sampler][ex06.1]") {
+  for (std::int64_t n = 1; n <= 30; ++n) {
+    for (int world = 1; world <= std::min<std::int64_t>(n, 8); ++world) {
+      for (const bool shuffle : {false, true}) {
+        for (const bool drop_last : {false, true}) {
+          ddp::RandomSampler random(n, 3);
+          random.set_epoch(n % 4);
+          const Indices order = shuffle ? random.indices() : ddp::SequentialSampler(n).indices();
+          for (int rank = 0; rank < world; ++rank) {
+            CAPTURE(n, world, rank, shuffle, drop_last);
+            DistributedSampler s(n, world, rank, shuffle, /*seed=*/3, drop_last);
+            s.set_epoch(n % 4);
+            const Indices want = pytorch_iter(order, world, rank, drop_last);
+            REQUIRE(s.indices() == want);
+            CHECK(s.size() == static_cast<std::int64_t>(want.size()));
+          }
+        }
+      }
+    }
+  }
 }
 
 TEST_CASE("ShardSampler: every test image exactly once across the ranks, no padding", "[sampler]") {

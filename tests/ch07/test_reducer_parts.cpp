@@ -3,6 +3,7 @@
 // callback), and a Reducer on a world of one (its buckets are the gradients' memory).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,7 +24,7 @@
 using namespace ddp;
 using Buckets = std::vector<std::vector<std::size_t>>;
 
-TEST_CASE("assign_buckets closes a bucket once it reaches its cap", "[reducer]") {
+TEST_CASE("assign_buckets closes a bucket once it reaches its cap", "[reducer][ex07.1]") {
   // Sizes in bytes of parameters 0..4; the order is reversed, as backward produces them.
   const std::vector<std::int64_t> bytes{400, 100, 300, 200, 100};
   const std::vector<std::size_t> reverse{4, 3, 2, 1, 0};
@@ -38,6 +39,43 @@ TEST_CASE("assign_buckets closes a bucket once it reaches its cap", "[reducer]")
   CHECK_THROWS_WITH(assign_buckets(bytes, reverse, 0, 100),
                     Catch::Contains("bucket caps must be positive"));
   CHECK_THROWS_WITH(assign_buckets(bytes, {7}, 1, 1), Catch::Contains("out of range"));
+}
+
+TEST_CASE("assign_buckets: the greedy rule's properties, on many sizes and caps",
+          "[reducer][ex07.1]") {
+  // The buckets are the order cut into pieces; a bucket is closed by the parameter that
+  // brings it to its cap (every bucket but the last reaches it, and none reaches it
+  // before its last parameter). These properties leave one assignment: the greedy one.
+  for (std::uint64_t seed = 1; seed <= 200; ++seed) {
+    std::uint64_t state = seed;
+    auto next = [&](std::int64_t below) {  // a small LCG: deterministic sizes and caps
+      state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+      return static_cast<std::int64_t>((state >> 33) % static_cast<std::uint64_t>(below));
+    };
+    const auto n = static_cast<std::size_t>(1 + next(12));
+    std::vector<std::int64_t> bytes(n);
+    for (auto& b : bytes) b = 4 * (1 + next(50));
+    std::vector<std::size_t> order(n);
+    for (std::size_t k = 0; k < n; ++k) order[k] = k;
+    for (std::size_t k = n; k-- > 1;) {  // a shuffled order (Fisher-Yates)
+      const auto j = static_cast<std::size_t>(next(static_cast<std::int64_t>(k) + 1));
+      std::swap(order[k], order[j]);
+    }
+    const std::int64_t first_cap = 1 + next(300), cap = 1 + next(300);
+    CAPTURE(seed, bytes, order, first_cap, cap);
+    const Buckets buckets = assign_buckets(bytes, order, first_cap, cap);
+    std::vector<std::size_t> joined;
+    for (std::size_t b = 0; b < buckets.size(); ++b) {
+      REQUIRE(!buckets[b].empty());
+      const std::int64_t limit = b == 0 ? first_cap : cap;
+      std::int64_t before_last = 0;
+      for (std::size_t k = 0; k + 1 < buckets[b].size(); ++k) before_last += bytes[buckets[b][k]];
+      CHECK(before_last < limit);  // not closed early
+      if (b + 1 < buckets.size()) CHECK(before_last + bytes[buckets[b].back()] >= limit);
+      joined.insert(joined.end(), buckets[b].begin(), buckets[b].end());
+    }
+    CHECK(joined == order);
+  }
 }
 
 TEST_CASE("a grad-ready hook can be removed on its own", "[reducer]") {
@@ -74,7 +112,7 @@ TEST_CASE("a queued callback runs after the last node of the backward", "[reduce
 
 using ddp::testing::world_of_one;  // a group of one rank: tests/support
 
-TEST_CASE("the Reducer makes each gradient a view of its bucket", "[reducer]") {
+TEST_CASE("the Reducer makes each gradient a view of its bucket", "[reducer][ex07.1][ex07.2]") {
   auto group = world_of_one();
   Generator gen(1);
   auto model = std::make_shared<nn::ResNetMnist>(gen);
@@ -116,6 +154,80 @@ TEST_CASE("the Reducer makes each gradient a view of its bucket", "[reducer]") {
     INFO(named[i].first);
     CHECK(named[i].second.grad().to_vector<float>() ==
           plain_named[i].second.grad().to_vector<float>());
+  }
+}
+
+TEST_CASE("each bucket is launched once its last gradient is ready, in bucket order",
+          "[reducer][ex07.2]") {
+  // Four parameters of 1, 2, 4 and 8 floats; reverse registration order and caps of 1 and
+  // 20 bytes make the buckets {p3}, {p2, p1}, {p0}, of 8, 6 and 1 floats: a bucket's size
+  // says which it is. Backward makes the gradients in the order the loss below uses the
+  // parameters, p0 p1 p3 p2: bucket 2 is complete first and must wait for buckets 0 and 1
+  // (Note [Launch order] in reducer.cpp); p2 then completes bucket 1, which releases 2.
+  auto group = world_of_one();
+  Generator gen(3);
+  std::vector<std::pair<std::string, Variable>> params;
+  for (const char* name : {"p0", "p1", "p2", "p3"}) {
+    const std::int64_t n = std::int64_t{1} << params.size();  // 1, 2, 4, 8 floats
+    params.push_back({name, Variable(randn({n}, gen), true)});
+  }
+  ReducerOptions options;
+  options.first_bucket_bytes = 1;
+  options.bucket_cap_bytes = 20;
+  options.rebuild_buckets = false;
+  Reducer reducer(params, *group, options);
+  const Buckets buckets = reducer.bucket_assignment();
+  REQUIRE(buckets == Buckets{{3}, {2, 1}, {0}});
+
+  std::vector<std::string> events;
+  CommHook logged = allreduce_hook();
+  const auto launch = logged.launch;
+  logged.launch = [&](ProcessGroup& g, Tensor& bucket) {
+    const std::int64_t floats = bucket.numel();
+    events.push_back(floats == 8 ? "launch 0" : floats == 6 ? "launch 1" : "launch 2");
+    return launch(g, bucket);
+  };
+  reducer.set_comm_hook(logged);
+  // Registered after the Reducer's hooks, so each runs right after the Reducer's own.
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    params[i].second.register_grad_ready_hook(
+        [&events, &params, i](const Variable&) { events.push_back("ready " + params[i].first); });
+  }
+
+  const Variable loss =
+      sum(params[0].second * params[0].second) + sum(params[1].second * params[1].second) +
+      sum(params[3].second * params[3].second) + sum(params[2].second * params[2].second);
+  reducer.prepare_for_backward(loss, /*sync=*/true, /*divisor=*/1);
+  loss.backward();
+  CHECK(reducer.finished());
+
+  // The reference, from the order the gradients came in: after each one, launch every
+  // bucket whose parameters, and every earlier bucket's, are all ready.
+  std::vector<std::string> arrivals;
+  for (const std::string& e : events) {
+    if (e.starts_with("ready")) arrivals.push_back(e);
+  }
+  REQUIRE(arrivals.size() == 4);
+  // The case this test is for: bucket 2 ({p0}) completes before buckets 0 and 1.
+  REQUIRE(arrivals.front() == "ready p0");
+  std::vector<bool> ready(4, false);
+  std::size_t launched = 0;
+  std::vector<std::string> expected;
+  for (const std::string& e : arrivals) {
+    ready[static_cast<std::size_t>(e.back() - '0')] = true;
+    while (launched < buckets.size() &&
+           std::all_of(buckets[launched].begin(), buckets[launched].end(),
+                       [&](std::size_t i) { return ready[i]; })) {
+      expected.push_back("launch " + std::to_string(launched++));
+    }
+    expected.push_back(e);
+  }
+  CHECK(events == expected);
+  // And each gradient is the average over the one rank: 2p.
+  for (const auto& [name, p] : params) {
+    INFO(name);
+    const auto g = p.grad().to_vector<float>(), v = p.data().to_vector<float>();
+    for (std::size_t k = 0; k < g.size(); ++k) CHECK(g[k] == 2.0f * v[k]);
   }
 }
 

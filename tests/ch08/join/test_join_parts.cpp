@@ -22,7 +22,7 @@
 using namespace ddp;
 using Counts = std::vector<std::int64_t>;
 
-TEST_CASE("read_join_round: who trains, the roots and both divisors", "[join]") {
+TEST_CASE("read_join_round: who trains, the roots and both divisors", "[join][ex08.2]") {
   // World 4; ranks 1 and 2 train, all-reduce gradients and broadcast buffers.
   const Counts summed{0, 1, 1, 0, 2, 2};
   const JoinRound by_world = read_join_round(summed, true, "test");
@@ -41,14 +41,14 @@ TEST_CASE("read_join_round: who trains, the roots and both divisors", "[join]") 
   CHECK_FALSE(read_join_round(Counts{1, 0, 0, 0, 1}, true, "test").syncs_gradients);
 }
 
-TEST_CASE("read_join_round: a count of zero means every rank has joined", "[join]") {
+TEST_CASE("read_join_round: a count of zero means every rank has joined", "[join][ex08.2]") {
   const JoinRound done = read_join_round(Counts{0, 0, 0, 0, 0}, true, "test");
   CHECK(done.training == 0);
   CHECK(done.lowest == -1);
   CHECK(done.highest == -1);
 }
 
-TEST_CASE("read_join_round: ranks that disagree are an error, not a hang", "[join]") {
+TEST_CASE("read_join_round: ranks that disagree are an error, not a hang", "[join][ex08.2]") {
   // Of 3 training ranks, 2 all-reduce gradients and 1 is under no_sync.
   CHECK_THROWS_WITH(read_join_round(Counts{1, 1, 1, 2, 3}, true, "Join on rank 0/3"),
                     Catch::Contains("Join on rank 0/3") && Catch::Contains("no_sync()"));
@@ -58,6 +58,40 @@ TEST_CASE("read_join_round: ranks that disagree are an error, not a hang", "[joi
   CHECK_THROWS_WITH(read_join_round(Counts{2, 1, 3, 3}, true, "test"),
                     Catch::Contains("one Join at a time"));
   CHECK_THROWS_WITH(read_join_round(Counts{1, 1}, true, "test"), Catch::Contains("world + 2"));
+}
+
+TEST_CASE("read_join_round: every subset of 5 ranks, as the ranks would count it",
+          "[join][ex08.2]") {
+  // The count as the ranks build it (each training rank adds 1 at its index and to the
+  // two counts), for every set of training ranks: bit r of `trains` says rank r trains.
+  const int world = 5;
+  for (int trains = 0; trains < (1 << world); ++trains) {
+    for (const bool sync : {false, true}) {
+      for (const bool broadcast : {false, true}) {
+        Counts summed(world + 2, 0);
+        int training = 0, lowest = -1, highest = -1;
+        for (int r = 0; r < world; ++r) {
+          if (!(trains & (1 << r))) continue;
+          summed[r] = 1;
+          summed[world] += sync ? 1 : 0;
+          summed[world + 1] += broadcast ? 1 : 0;
+          ++training;
+          if (lowest < 0) lowest = r;
+          highest = r;
+        }
+        CAPTURE(trains, sync, broadcast);
+        for (const bool by_world : {false, true}) {
+          const JoinRound round = read_join_round(summed, by_world, "test");
+          CHECK(round.training == training);
+          CHECK(round.lowest == lowest);
+          CHECK(round.highest == highest);
+          CHECK(round.syncs_gradients == (sync && training > 0));
+          CHECK(round.broadcasts_buffers == (broadcast && training > 0));
+          CHECK(round.divisor == (by_world ? world : training));
+        }
+      }
+    }
+  }
 }
 
 using ddp::testing::world_of_one;  // a group of one rank: tests/support

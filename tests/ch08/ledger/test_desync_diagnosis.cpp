@@ -112,7 +112,7 @@ TEST_CASE("numbers and entries read as a person writes them") {
   CHECK(ddp::name_ranks({0, 1, 3}) == "ranks 0, 1, 3");
 }
 
-TEST_CASE("a rank still in an earlier collective is behind") {
+TEST_CASE("a rank still in an earlier collective is behind", "[ex08.1]") {
   // Ranks 0, 1, 3 finished #41 and wait in the end-of-epoch barrier; rank 2 is in #41.
   Tails tails(4);
   for (int r : {0, 1, 3}) {
@@ -128,7 +128,7 @@ TEST_CASE("a rank still in an earlier collective is behind") {
         "in barrier #42 (end of epoch 1): rank 2 is behind");
 }
 
-TEST_CASE("a rank between collectives is behind the ranks waiting in the next") {
+TEST_CASE("a rank between collectives is behind the ranks waiting in the next", "[ex08.1]") {
   Tails tails(3);
   tails[0] = tail(0, {all_reduce(7, 10, "step 3, bucket 0", true),
                       all_reduce(8, 20, "step 3, bucket 1", false)});
@@ -139,6 +139,56 @@ TEST_CASE("a rank between collectives is behind the ranks waiting in the next") 
         "rank 1 is in no collective (the last, all_reduce #7 (step 3, bucket 0, 10 float32), "
         "finished); ranks 0 and 2 are in all_reduce #8 (step 3, bucket 1, 20 float32): rank 1 "
         "is behind");
+}
+
+TEST_CASE("place_of and ranks_by_place: keys in the order the run passes them", "[ex08.1]") {
+  // Keys by hand: in #seq is 2·seq, past #seq (before the next) is 2·seq + 1, before #1 is 1.
+  const Tail in_6 = tail(0, {all_reduce(5, 10, "a", true), all_reduce(6, 10, "b", false),
+                             all_reduce(7, 10, "c", true)});  // #7 done, #6 not: waits in #6
+  CHECK(ddp::place_of(in_6).key == 12);
+  CHECK(ddp::place_of(in_6).waiting);
+  CHECK(ddp::place_of(in_6).entry->label == "b");
+  const Tail past_7 = tail(1, {all_reduce(6, 10, "b", true), all_reduce(7, 10, "c", true)});
+  CHECK(ddp::place_of(past_7).key == 15);
+  CHECK_FALSE(ddp::place_of(past_7).waiting);
+  CHECK(ddp::place_of(past_7).entry->label == "c");
+  const Tail none = tail(2, {});
+  CHECK(ddp::place_of(none).key == 1);
+  CHECK_FALSE(ddp::place_of(none).waiting);
+  CHECK_FALSE(ddp::place_of(none).entry.has_value());
+  const Tail in_7 = tail(3, {all_reduce(6, 10, "b", true), all_reduce(7, 10, "c", false)});
+  CHECK(ddp::place_of(in_7).key == 14);
+
+  // Six ranks, one without a tail: grouped by place, the furthest back first.
+  Tails tails(6);
+  tails[0] = in_6;
+  tails[1] = past_7;
+  tails[2] = none;
+  tails[3] = in_7;
+  tails[4] = past_7;
+  tails[4]->rank = 4;
+  tails[5] = std::nullopt;
+  const auto places = ddp::ranks_by_place(tails);
+  REQUIRE(places.size() == 4);
+  CHECK(places[0].ranks == std::vector<int>{2});
+  CHECK(places[0].place.key == 1);
+  CHECK(places[1].ranks == std::vector<int>{0});
+  CHECK(places[1].place.key == 12);
+  CHECK(places[2].ranks == std::vector<int>{3});
+  CHECK(places[2].place.key == 14);
+  CHECK(places[3].ranks == std::vector<int>{1, 4});
+  CHECK(places[3].place.key == 15);
+  CHECK(places[3].place.entry->label == "c");
+  CHECK(ddp::ranks_by_place(Tails(3)).empty());
+}
+
+TEST_CASE("a rank that called no collective is behind all others", "[ex08.1]") {
+  Tails tails(2);
+  tails[0] = tail(0, {});
+  tails[1] = tail(1, {barrier(1, "start", false)});
+  CHECK(diagnose_desync(tails) ==
+        "rank 0 is in no collective (none called); rank 1 is in barrier #1 (start): rank 0 is "
+        "behind");
 }
 
 TEST_CASE("ranks that disagree on a collective's size are named, with both sizes") {
@@ -186,7 +236,7 @@ TEST_CASE("an early barrier, with labels in step, says which call met which") {
         "step (rank 1 called barrier where the others called all_reduce)");
 }
 
-TEST_CASE("ranks without a tail are named first, with host and pid when known") {
+TEST_CASE("ranks without a tail are named first, with host and pid when known", "[ex08.1]") {
   Tails tails(3);
   tails[0] = tail(0, {all_reduce(3, 10, "", false)});
   tails[2] = tail(2, {all_reduce(3, 10, "", false)});
@@ -197,7 +247,7 @@ TEST_CASE("ranks without a tail are named first, with host and pid when known") 
         "for the rank(s) that sent no ledger");
 }
 
-TEST_CASE("all ranks in the same collective: none is behind") {
+TEST_CASE("all ranks in the same collective: none is behind", "[ex08.1]") {
   Tails tails(2);
   tails[0] = tail(0, {barrier(1, "", false)});
   tails[1] = tail(1, {barrier(1, "", false)});
