@@ -20,8 +20,11 @@ void* CachingAllocator::allocate(std::size_t nbytes) {
 }
 
 void CachingAllocator::deallocate(void* ptr) noexcept {
+  // noexcept: an exception here would end the program (std::terminate), so the stub
+  // says it on stderr and keeps the block, which the tests notice.
   (void)ptr;
-  DDP_FAIL("exercise 02.2 is not done yet: see tutorial/ch02_cuda/README.md#exercise-2");
+  std::fprintf(stderr, "%s\n",
+               "exercise 02.2 is not done yet: see tutorial/ch02_cuda/README.md#exercise-2");
 }
 
 }  // namespace ddp
