@@ -3,7 +3,8 @@
 # `<layer>`, so that `ctest -L ch01` runs exactly what chapter 01 promises.
 #
 #   ddp_add_test(NAME test_ch01_tensor CHAPTER ch01 LAYER tensor
-#                SOURCES a.cpp b.cpp LIBS ddp::tensor [CUDA] [TIMEOUT 60])
+#                SOURCES a.cpp b.cpp LIBS ddp::tensor [CUDA] [TIMEOUT 60]
+#                [DEFINITIONS NAME="value" ...])
 #
 # CUDA marks a test that needs a GPU: its main() (tests/support/cuda_main.cpp) exits
 # with code 77 when no GPU is usable, and ctest reports that as "Skipped", never as
@@ -88,7 +89,7 @@ endfunction()
 
 
 function(ddp_add_test)
-  cmake_parse_arguments(T "CUDA" "NAME;CHAPTER;LAYER;TIMEOUT" "SOURCES;LIBS" ${ARGN})
+  cmake_parse_arguments(T "CUDA" "NAME;CHAPTER;LAYER;TIMEOUT" "SOURCES;LIBS;DEFINITIONS" ${ARGN})
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 120)
   endif()
@@ -101,12 +102,14 @@ function(ddp_add_test)
     target_link_libraries(${T_NAME}.objects PRIVATE Catch2::Catch2 ${T_LIBS})
     target_include_directories(${T_NAME}.objects PRIVATE ${PROJECT_SOURCE_DIR})
     target_compile_options(${T_NAME}.objects PRIVATE -UNDEBUG)
+    target_compile_definitions(${T_NAME}.objects PRIVATE ${T_DEFINITIONS})
     ddp_set_warnings(${T_NAME}.objects)
     add_executable(${T_NAME} $<TARGET_OBJECTS:${T_NAME}.objects>)
     ddp_exercise_test_twins(${T_NAME} ${T_NAME}.objects ${T_TIMEOUT}
                             Catch2::Catch2WithMain ${T_LIBS})
   else()
     add_executable(${T_NAME} ${T_SOURCES})
+    target_compile_definitions(${T_NAME} PRIVATE ${T_DEFINITIONS})
   endif()
   if(T_CUDA)
     target_sources(${T_NAME} PRIVATE ${PROJECT_SOURCE_DIR}/tests/support/cuda_main.cpp)

@@ -17,9 +17,9 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <limits>
 #include <memory>
 
+#include "data/idx_header.hpp"
 #include "tensor/error.hpp"
 
 namespace ddp {
@@ -28,12 +28,6 @@ namespace {
 // Bytes are pulled in pieces of this size: it bounds how far memory can run ahead of
 // the data that really arrived.
 constexpr std::size_t kChunk = std::size_t{1} << 16;
-
-std::string hex32(std::uint32_t value) {
-  char text[16];
-  std::snprintf(text, sizeof text, "0x%08x", value);
-  return text;
-}
 
 // ---- Byte sources ----------------------------------------------------------------------
 // The parser reads through this interface, so a gzip file is read exactly like a raw
@@ -156,12 +150,6 @@ std::uint32_t big_endian_u32(const std::uint8_t* p) {
          std::uint32_t{p[3]};
 }
 
-// "8000 images of 28x28" or "8000 labels", for messages.
-std::string describe_claim(const std::vector<std::int64_t>& dims) {
-  if (dims.size() == 3) return detail::concat(dims[0], " images of ", dims[1], "x", dims[2]);
-  return detail::concat(dims[0], " labels");
-}
-
 IdxArray parse_idx(ByteSource& source, const std::string& name) {
   // Header, byte by byte (all numbers big-endian):
   //   0..1  zero   2  element type (0x08 = uint8)   3  number of dimensions
@@ -170,16 +158,7 @@ IdxArray parse_idx(ByteSource& source, const std::string& name) {
   const std::size_t got_magic = read_up_to(source, magic_bytes);
   DDP_CHECK(got_magic == 4, "file ", name, ": too short to be an IDX file: it ends after ",
             got_magic, " bytes, and the magic number alone takes 4");
-  const std::uint32_t magic = big_endian_u32(magic_bytes.data());
-  DDP_CHECK(magic_bytes[0] == 0 && magic_bytes[1] == 0, "file ", name,
-            ": not an IDX file: magic number ", hex32(magic), " should start with two zero ",
-            "bytes (0x00000803 for images, 0x00000801 for labels)");
-  DDP_CHECK(magic_bytes[2] == 0x08, "file ", name, ": magic number ", hex32(magic),
-            " has element type ", static_cast<int>(magic_bytes[2]),
-            "; only unsigned bytes (type 8, as in MNIST) are supported");
-  const std::size_t ndim = magic_bytes[3];
-  DDP_CHECK(ndim == 1 || ndim == 3, "file ", name, ": magic number ", hex32(magic), " says ", ndim,
-            " dimensions; expected 3 (images, 0x00000803) or 1 (labels, 0x00000801)");
+  const std::size_t ndim = idx_ndim(magic_bytes, name);
 
   std::array<std::uint8_t, 12> dim_bytes{};
   const std::size_t got_dims = read_up_to(source, std::span(dim_bytes).first(4 * ndim));
@@ -189,20 +168,7 @@ IdxArray parse_idx(ByteSource& source, const std::string& name) {
   for (std::size_t d = 0; d < ndim; ++d) {
     out.dims.push_back(std::int64_t{big_endian_u32(dim_bytes.data() + 4 * d)});
   }
-  if (ndim == 3) {
-    DDP_CHECK(out.dims[1] > 0 && out.dims[2] > 0, "file ", name, ": header claims images of ",
-              out.dims[1], "x", out.dims[2], " pixels; both sizes must be at least 1");
-  }
-
-  // What the header claims, in bytes. Each size is below 2^32, so three of them
-  // multiplied can overflow 64 bits; such a claim cannot be true either.
-  std::uint64_t claimed = 1;
-  for (const std::int64_t d : out.dims) {
-    const auto size = static_cast<std::uint64_t>(d);
-    DDP_CHECK(size == 0 || claimed <= std::numeric_limits<std::int64_t>::max() / size, "file ",
-              name, ": header claims ", describe_claim(out.dims), ", more than 2^63 bytes");
-    claimed *= size;
-  }
+  const std::uint64_t claimed = idx_claimed_bytes(out.dims, name);
 
   // The data, collected as it arrives: grow by one chunk, fill it, keep what came. A
   // header that lies about the size costs at most what the file really holds.
@@ -235,6 +201,18 @@ struct FileCloser {
 using File = std::unique_ptr<std::FILE, FileCloser>;
 
 }  // namespace
+
+// ---- Helpers for messages (idx_header.hpp) -------------------------------------------------
+std::string hex32(std::uint32_t value) {
+  char text[16];
+  std::snprintf(text, sizeof text, "0x%08x", value);
+  return text;
+}
+
+std::string describe_claim(const std::vector<std::int64_t>& dims) {
+  if (dims.size() == 3) return detail::concat(dims[0], " images of ", dims[1], "x", dims[2]);
+  return detail::concat(dims[0], " labels");
+}
 
 // ---- Entry points ------------------------------------------------------------------------
 IdxArray read_idx_bytes(std::span<const std::uint8_t> bytes, const std::string& name) {

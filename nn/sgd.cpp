@@ -1,10 +1,8 @@
-// SGD (see sgd.hpp).
+// SGD (see sgd.hpp): options, zero_grad and the state. step() is in sgd_step.cpp.
 #include "nn/sgd.hpp"
 
 #include <string>
 #include <utility>
-
-#include "autograd/grad_mode.hpp"
 
 namespace ddp::nn {
 
@@ -33,34 +31,6 @@ SGD::SGD(std::vector<Variable> parameters, SGDOptions options)
 void SGD::set_lr(double lr) {
   DDP_CHECK(lr >= 0.0, "SGD::set_lr: invalid learning rate ", lr);
   options_.lr = lr;
-}
-
-void SGD::step() {
-  NoGradGuard no_grad;
-  const SGDOptions& o = options_;
-  for (std::size_t i = 0; i < parameters_.size(); ++i) {
-    Tensor& p = parameters_[i].data();
-    const Tensor& grad = parameters_[i].grad();
-    if (!grad.defined()) continue;
-    // d = g + wd * p, in a fresh tensor: the gradient itself is left as backward made it
-    // (DDP and gradient clipping read it).
-    Tensor d = grad.clone();
-    if (o.weight_decay != 0.0) d.add_(p, static_cast<float>(o.weight_decay));
-    if (o.momentum != 0.0) {
-      Tensor& b = momentum_buffers_[i];
-      if (!b.defined()) {
-        b = d.clone();
-      } else {
-        b.mul_(static_cast<float>(o.momentum)).add_(d, static_cast<float>(1.0 - o.dampening));
-      }
-      if (o.nesterov) {
-        d.add_(b, static_cast<float>(o.momentum));
-      } else {
-        d = b;
-      }
-    }
-    p.add_(d, static_cast<float>(-o.lr));
-  }
 }
 
 void SGD::zero_grad() {

@@ -42,21 +42,6 @@ std::string shape_str(const Shape& shape) {
   return os.str();
 }
 
-Shape broadcast_shapes(const Shape& a, const Shape& b) {
-  const std::size_t ndim = std::max(a.size(), b.size());
-  Shape out(ndim);
-  for (std::size_t i = 0; i < ndim; ++i) {  // i counts from the right
-    const std::int64_t sa = i < a.size() ? a[a.size() - 1 - i] : 1;
-    const std::int64_t sb = i < b.size() ? b[b.size() - 1 - i] : 1;
-    DDP_CHECK(sa == sb || sa == 1 || sb == 1, "shapes ", shape_str(a), " and ", shape_str(b),
-              " cannot be broadcast: size ", sa, " vs ", sb, " at dimension ",
-              static_cast<std::int64_t>(ndim - 1 - i),
-              "\nhint: sizes must match or be 1, aligned from the last dimension");
-    out[ndim - 1 - i] = sa == 1 ? sb : sa;
-  }
-  return out;
-}
-
 std::int64_t normalize_dim(std::int64_t dim, std::int64_t ndim) {
   const std::int64_t lo = ndim == 0 ? -1 : -ndim, hi = ndim == 0 ? 0 : ndim - 1;
   DDP_CHECK(dim >= lo && dim <= hi, "dimension ", dim, " is out of range for a tensor with ",

@@ -69,6 +69,8 @@ class CachingAllocator {
 
  private:
   void release_cached_locked() noexcept;
+  // "1.50 MiB (1572864 bytes)", for the out-of-memory message.
+  static std::string format_bytes(std::size_t n);
 
   std::unique_ptr<RawMemory> raw_;
   mutable std::mutex mutex_;

@@ -47,7 +47,7 @@ TEST_CASE("shape_str writes shapes the way Python writes tuples", "[ch01][shape]
 }
 
 TEST_CASE("broadcast_shapes follows NumPy's rules on the classic examples",
-          "[ch01][shape][broadcast]") {
+          "[ch01][shape][broadcast][ex01.1]") {
   CHECK(ddp::broadcast_shapes({8, 1, 6, 1}, {7, 1, 5}) == Shape{8, 7, 6, 5});
   CHECK(ddp::broadcast_shapes({7, 1, 5}, {8, 1, 6, 1}) == Shape{8, 7, 6, 5});
   CHECK(ddp::broadcast_shapes({}, {2, 3}) == Shape{2, 3});
@@ -62,7 +62,7 @@ TEST_CASE("broadcast_shapes follows NumPy's rules on the classic examples",
 }
 
 TEST_CASE("broadcast_shapes agrees with the reference rule on random pairs",
-          "[ch01][shape][broadcast]") {
+          "[ch01][shape][broadcast][ex01.1]") {
   std::mt19937 rng(13);
   for (int trial = 0; trial < 500; ++trial) {
     const Shape a = ddp::ref::random_shape(rng, 0, 5, 4);
@@ -80,7 +80,7 @@ TEST_CASE("broadcast_shapes agrees with the reference rule on random pairs",
 }
 
 TEST_CASE("broadcast_shapes names both shapes when they do not broadcast",
-          "[ch01][shape][broadcast][errors]") {
+          "[ch01][shape][broadcast][errors][ex01.1]") {
   REQUIRE_THROWS_WITH(ddp::broadcast_shapes({2, 3}, {4}), Contains("(2, 3)") && Contains("(4,)"));
   REQUIRE_THROWS_WITH(ddp::broadcast_shapes({8, 4, 3}, {2, 1}),
                       Contains("(8, 4, 3)") && Contains("(2, 1)"));

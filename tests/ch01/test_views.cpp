@@ -243,7 +243,8 @@ TEST_CASE("writes through a slice with a step change exactly those base elements
   CHECK(ref::mismatch(base, got, ref::kExact) == "");
 }
 
-TEST_CASE("expand repeats size-1 dimensions with stride 0 and adds leading ones", "[ch01][views]") {
+TEST_CASE("expand repeats size-1 dimensions with stride 0 and adds leading ones",
+          "[ch01][views][ex01.2]") {
   std::mt19937 rng(204);
   for (int trial = 0; trial < 50; ++trial) {
     const Shape shape = ref::random_shape(rng, 0, 4, 4);
@@ -264,8 +265,29 @@ TEST_CASE("expand repeats size-1 dimensions with stride 0 and adds leading ones"
   }
 }
 
+TEST_CASE("expand of a strided, offset view: -1 keeps a size, repeats read one element",
+          "[ch01][views][ex01.2]") {
+  // A column of a transposed, offset base: (3, 1) with strides (1, 4), offset 1.
+  const Tensor base = ddp::arange(12).reshape({3, 4}).t().narrow(0, 1, 1).t();
+  REQUIRE(base.shape() == Shape{3, 1});
+  const Tensor e = base.expand({2, -1, 5});
+  CHECK(e.shape() == Shape{2, 3, 5});
+  CHECK(e.strides() == Shape{0, 4, 0});
+  CHECK(e.offset() == 1);
+  // e[i, r, j] = base[r, 0] = 4 r + 1, by the stride formula of shape.hpp.
+  const std::vector<float> got = e.contiguous().to_vector<float>();
+  for (std::int64_t i = 0; i < 2; ++i) {
+    for (std::int64_t r = 0; r < 3; ++r) {
+      for (std::int64_t j = 0; j < 5; ++j) {
+        CHECK(got[(i * 3 + r) * 5 + j] == static_cast<float>(4 * r + 1));
+      }
+    }
+  }
+  REQUIRE_THROWS_WITH(base.expand({-1, 3, 1}), Contains("-1"));
+}
+
 TEST_CASE("expand refuses to change a size that is not 1, naming both shapes",
-          "[ch01][views][errors]") {
+          "[ch01][views][errors][ex01.2]") {
   const Tensor t = ddp::zeros({2, 3});
   REQUIRE_THROWS_WITH(t.expand({4, 3}), Contains("(2, 3)") && Contains("(4, 3)"));
   REQUIRE_THROWS_AS(t.expand({3}), ddp::Error);

@@ -9,11 +9,13 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "autograd/function.hpp"
 #include "autograd/functions.hpp"
 #include "autograd/grad_mode.hpp"
+#include "autograd/graph_walk.hpp"
 #include "tensor/ops.hpp"
 #include "tests/ch03/naive.hpp"
 
@@ -66,7 +68,8 @@ std::ptrdiff_t position(const std::vector<std::string>& log, const std::string& 
 
 }  // namespace
 
-TEST_CASE("gradients accumulate across backward passes until zero_grad", "[ch03][engine]") {
+TEST_CASE("gradients accumulate across backward passes until zero_grad",
+          "[ch03][engine][ex03.2]") {
   const Variable x(vec({1, 2, 3}), true);
   ddp::sum(x * 2.0).backward();
   ddp::sum(x * 2.0).backward();
@@ -77,7 +80,7 @@ TEST_CASE("gradients accumulate across backward passes until zero_grad", "[ch03]
   CHECK(test::values(x.grad()) == std::vector<double>{3, 3, 3});
 }
 
-TEST_CASE("a leaf used twice receives the sum of both paths", "[ch03][engine]") {
+TEST_CASE("a leaf used twice receives the sum of both paths", "[ch03][engine][ex03.2]") {
   const Variable x(vec({1, -2, 3}), true);
   ddp::sum(x * x).backward();  // d/dx x^2 = 2x, from two edges into one AccumulateGrad
   CHECK(test::values(x.grad()) == std::vector<double>{2, -4, 6});
@@ -90,8 +93,62 @@ TEST_CASE("a leaf used twice receives the sum of both paths", "[ch03][engine]") 
   }
 }
 
+TEST_CASE("count_dependencies counts the edges into each node of exp(x) + 2 exp(x)",
+          "[ch03][engine][ex03.2]") {
+  // sum <- add <- {exp, mul}, mul <- exp, exp <- AccumulateGrad(x): exp is reached twice.
+  const Variable x(vec({1, -2, 3}), true);
+  const Variable h = ddp::exp(x);
+  const Variable loss = ddp::sum(h + h * 2.0);
+  ddp::Node* sum = loss.grad_fn().get();
+  REQUIRE(sum->next_functions().size() == 1);
+  ddp::Node* add = sum->next_functions()[0].get();
+  REQUIRE(add->next_functions().size() == 2);
+  ddp::Node* exp = add->next_functions()[0].get();
+  ddp::Node* mul = add->next_functions()[1].get();
+  REQUIRE(mul->next_functions().size() == 1);
+  REQUIRE(mul->next_functions()[0].get() == exp);
+  REQUIRE(exp->next_functions().size() == 1);
+  ddp::Node* accumulate = exp->next_functions()[0].get();
+
+  const std::unordered_map<ddp::Node*, int> got = ddp::detail::count_dependencies(sum);
+  CHECK(got.size() == 4);  // every node but the root
+  CHECK(got.count(sum) == 0);
+  CHECK(got.at(add) == 1);
+  CHECK(got.at(mul) == 1);
+  CHECK(got.at(exp) == 2);
+  CHECK(got.at(accumulate) == 1);
+}
+
+TEST_CASE("walk_graph runs a node once, after every node that feeds it, the latest first",
+          "[ch03][engine][ex03.2]") {
+  // x -> L1 -> {L2, L3} -> a + b -> sum: L1 has two consumers and must wait for both.
+  // L2 and L3 are ready together; L3 was created later, so it runs first.
+  std::mt19937 rng(504);
+  std::vector<std::string> log;
+  std::vector<Variable> p;
+  for (int i = 0; i < 6; ++i) {
+    p.emplace_back(test::random_tensor(rng, i % 2 ? ddp::Shape{4} : ddp::Shape{4, 4}, -1, 1),
+                   true);
+  }
+  const Variable x(test::random_tensor(rng, {3, 4}, -1, 1));
+  const Variable h = logged_linear(x, p[0], p[1], log, "L1");
+  const Variable a = logged_linear(h, p[2], p[3], log, "L2");
+  const Variable b = logged_linear(h, p[4], p[5], log, "L3");
+  ddp::sum(a + b).backward();
+  CHECK(log == std::vector<std::string>{"backward L3", "backward L2", "backward L1"});
+  // d(sum)/db1 = sum over the batch of (dh = ones W2 + ones W3): the gradients of both
+  // consumers arrived before L1 ran.
+  const std::vector<double> w2 = test::values(p[2].data()), w3 = test::values(p[4].data());
+  const std::vector<double> gb1 = test::values(p[1].grad());
+  for (std::size_t k = 0; k < 4; ++k) {
+    double want = 0;
+    for (std::size_t o = 0; o < 4; ++o) want += 3.0 * (w2[o * 4 + k] + w3[o * 4 + k]);
+    CHECK(gb1[k] == Approx(want).epsilon(1e-5));
+  }
+}
+
 TEST_CASE("retain_graph keeps the saved tensors, and without it a second backward fails",
-          "[ch03][engine]") {
+          "[ch03][engine][ex03.2]") {
   const Variable x(vec({1, 2}), true);
   const Variable loss = ddp::sum(x * x);
   loss.backward(Tensor(), /*retain_graph=*/true);
@@ -134,7 +191,7 @@ TEST_CASE("detach cuts the graph but shares the values", "[ch03][engine]") {
 }
 
 TEST_CASE("an input that needs no gradient gets none, and its backward work is skipped",
-          "[ch03][engine]") {
+          "[ch03][engine][ex03.2]") {
   std::mt19937 rng(501);
   const Variable x(test::random_tensor(rng, {2, 3, 5, 5}, -1, 1));  // data: no grad
   const Variable w(test::random_tensor(rng, {4, 3, 3, 3}, -1, 1), true);
@@ -147,7 +204,7 @@ TEST_CASE("an input that needs no gradient gets none, and its backward work is s
 }
 
 TEST_CASE("grad-ready hooks fire in reverse layer order, before earlier layers run",
-          "[ch03][engine][hooks]") {
+          "[ch03][engine][hooks][ex03.2]") {
   // x -> L1 -> relu -> L2 -> relu -> L3 -> loss. Each layer's backward Node logs when it
   // runs, each parameter's hook logs when it fires.
   std::mt19937 rng(502);
@@ -186,7 +243,7 @@ TEST_CASE("grad-ready hooks fire in reverse layer order, before earlier layers r
 }
 
 TEST_CASE("a hook fires once per backward, with the final gradient, even for a shared "
-          "parameter", "[ch03][engine][hooks]") {
+          "parameter", "[ch03][engine][hooks][ex03.2]") {
   // W is used by layer 1 and layer 3: its AccumulateGrad waits for both edges.
   std::mt19937 rng(503);
   std::vector<std::string> log;
@@ -220,7 +277,7 @@ TEST_CASE("a hook fires once per backward, with the final gradient, even for a s
 }
 
 TEST_CASE("a parameter can be used by a new graph while an old, freed graph is alive",
-          "[ch03][engine]") {
+          "[ch03][engine][ex03.2]") {
   // The training-loop pattern `loss = f(w); loss.backward();` with `loss` declared
   // outside the loop: while step 2 builds its graph, step 1's loss (backwarded, freed)
   // still holds w's AccumulateGrad, and the new graph shares it.

@@ -240,3 +240,39 @@ TEST_CASE("the losses name a bad label by value and position", "[ch03][forward][
   CHECK_THROWS_WITH(ddp::log_softmax(Variable(ddp::zeros({2, 3, 4}))),
                     Contains("expected (B, K) scores"));
 }
+
+// ==== matmul ===========================================================================
+
+TEST_CASE("matmul matches the triple loop, and the gradients of its sum the closed forms",
+          "[ch03][forward][matmul][ex03.1]") {
+  // A batched A against a shared B: B's gradient must add up over the batch.
+  std::mt19937 rng(331);
+  const std::int64_t nb = 2, m = 3, k = 4, n = 5;
+  const Tensor a = test::random_tensor(rng, {nb, m, k}, -1.0f, 1.0f);
+  const Tensor b = test::random_tensor(rng, {k, n}, -1.0f, 1.0f);
+  const std::vector<double> av = test::values(a), bv = test::values(b);
+  std::vector<double> c(nb * m * n, 0.0), da(nb * m * k, 0.0), db(k * n, 0.0);
+  for (std::int64_t s = 0; s < nb; ++s) {
+    for (std::int64_t i = 0; i < m; ++i) {
+      for (std::int64_t j = 0; j < n; ++j) {
+        for (std::int64_t t = 0; t < k; ++t) {
+          c[(s * m + i) * n + j] += av[(s * m + i) * k + t] * bv[t * n + j];
+          // d(sum C)/dA[s,i,t] = sum_j B[t,j];  d(sum C)/dB[t,j] = sum_{s,i} A[s,i,t].
+          da[(s * m + i) * k + t] += bv[t * n + j];
+          db[t * n + j] += av[(s * m + i) * k + t];
+        }
+      }
+    }
+  }
+  const Variable va = leaf(a), vb = leaf(b);
+  const Variable vc = ddp::matmul(va, vb);
+  CHECK(test::close(vc.data(), c, {nb, m, n}, kTol) == "");
+  ddp::sum(vc).backward();
+  CHECK(test::close(va.grad(), da, {nb, m, k}, kTol) == "");
+  CHECK(test::close(vb.grad(), db, {k, n}, kTol) == "");
+
+  // An operand that needs no gradient gets none.
+  const Variable frozen(b);
+  ddp::sum(ddp::matmul(leaf(a), frozen)).backward();
+  CHECK_FALSE(frozen.grad().defined());
+}

@@ -99,7 +99,7 @@ TEST_CASE("gradcheck: reshape, flatten, transpose", "[ch03][gradcheck]") {
 }
 
 TEST_CASE("gradcheck: matmul (2-D, batched, shared 2-D operand) and linear",
-          "[ch03][gradcheck]") {
+          "[ch03][gradcheck][ex03.1]") {
   std::mt19937 rng(305);
   SECTION("(3,4) @ (4,5)") {
     check([](const Vars& v) { return ddp::matmul(v[0], v[1]); },

@@ -45,7 +45,7 @@ float run_constant(SGDOptions options, float p0, float g, int steps) {
 
 }  // namespace
 
-TEST_CASE("SGD with a constant gradient follows the closed forms", "[nn][sgd]") {
+TEST_CASE("SGD with a constant gradient follows the closed forms", "[nn][sgd][ex04.1]") {
   const double p0 = 1.5, g = 0.8, lr = 0.05;
   const int T = 20;
 
@@ -90,7 +90,7 @@ TEST_CASE("SGD with a constant gradient follows the closed forms", "[nn][sgd]") 
   }
 }
 
-TEST_CASE("SGD with changing gradients matches a hand-written reference", "[nn][sgd]") {
+TEST_CASE("SGD with changing gradients matches a hand-written reference", "[nn][sgd][ex04.1]") {
   // The update of torch.optim.SGD, written out in double, one element at a time.
   struct Case {
     const char* name;
@@ -132,7 +132,7 @@ TEST_CASE("SGD with changing gradients matches a hand-written reference", "[nn][
 }
 
 TEST_CASE("SGD skips parameters without a gradient and leaves gradients alone",
-          "[nn][sgd]") {
+          "[nn][sgd][ex04.1]") {
   Variable a = parameter({1.0f, 2.0f});
   Variable b = parameter({3.0f});
   SGD sgd({a, b}, {.lr = 0.5, .momentum = 0.9, .weight_decay = 0.1});
@@ -147,7 +147,7 @@ TEST_CASE("SGD skips parameters without a gradient and leaves gradients alone",
   CHECK_FALSE(a.grad().defined());
 }
 
-TEST_CASE("set_lr changes later steps without rescaling the momentum", "[nn][sgd]") {
+TEST_CASE("set_lr changes later steps without rescaling the momentum", "[nn][sgd][ex04.1]") {
   Variable p = parameter({0.0f});
   SGD sgd({p}, {.lr = 0.1, .momentum = 0.9});
   p.set_grad(grad_of({1.0f}));
@@ -158,7 +158,7 @@ TEST_CASE("set_lr changes later steps without rescaling the momentum", "[nn][sgd
   CHECK(sgd.lr() == 0.01);
 }
 
-TEST_CASE("SGD's momentum buffers survive a save and a load", "[nn][sgd]") {
+TEST_CASE("SGD's momentum buffers survive a save and a load", "[nn][sgd][ex04.1]") {
   const SGDOptions options{.lr = 0.1, .momentum = 0.9, .weight_decay = 5e-4};
   Variable a = parameter({1.0f, 2.0f, 3.0f});
   SGD sgd_a({a}, options);

@@ -6,10 +6,14 @@
 
 #include <sys/resource.h>
 
+#include <array>
 #include <chrono>
+#include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
+#include "data/idx_header.hpp"
 #include "data/idx_reader.hpp"
 #include "tests/ch04_data/idx_files.hpp"
 
@@ -36,7 +40,7 @@ double peak_rss_mib() {
 }  // namespace
 
 // ---- Round trips -----------------------------------------------------------------------------
-TEST_CASE("IDX images read back exactly, raw and gzip, for odd sizes", "[ch04][idx]") {
+TEST_CASE("IDX images read back exactly, raw and gzip, for odd sizes", "[ch04][idx][ex04.2]") {
   ch04::TempDir dir("roundtrip");
   // (1, 1, 1), odd shapes, one wider than tall, and 100 x 28 x 28 = 78,400 bytes, more
   // than one of the reader's 64 KiB pieces.
@@ -54,7 +58,7 @@ TEST_CASE("IDX images read back exactly, raw and gzip, for odd sizes", "[ch04][i
   }
 }
 
-TEST_CASE("IDX labels read back exactly, raw and gzip", "[ch04][idx]") {
+TEST_CASE("IDX labels read back exactly, raw and gzip", "[ch04][idx][ex04.2]") {
   const Bytes labels = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 9, 0, 255};  // the reader allows any byte
   const Bytes raw = ch04::labels_file(labels);
   check_read_back(ddp::read_idx_bytes(raw, "raw"), {13}, labels);
@@ -129,7 +133,8 @@ std::vector<Broken> broken_corpus() {
 
 }  // namespace
 
-TEST_CASE("Every malformed IDX file is a ddp::Error naming the file and the fault", "[ch04][idx]") {
+TEST_CASE("Every malformed IDX file is a ddp::Error naming the file and the fault",
+          "[ch04][idx][ex04.2]") {
   ch04::TempDir dir("broken");
   for (const Broken& b : broken_corpus()) {
     SECTION(b.name) {
@@ -155,7 +160,7 @@ TEST_CASE("A missing file is a ddp::Error with the reason", "[ch04][idx]") {
 // ---- The claimed-size bomb ---------------------------------------------------------------------
 // Each TEST_CASE runs as its own process under ctest, so the peak memory measured here is
 // this case's own.
-TEST_CASE("A header claiming 2^31 images fails fast, in little memory", "[ch04][idx]") {
+TEST_CASE("A header claiming 2^31 images fails fast, in little memory", "[ch04][idx][ex04.2]") {
   const Bytes pixels = ch04::pattern(1000);
   const Bytes bomb_images = ch04::idx_bytes(0x00000803, {1u << 31, 28, 28}, pixels);
   const Bytes bomb_labels = ch04::idx_bytes(0x00000801, {1u << 31}, pixels);  // 2 GiB claimed
@@ -182,9 +187,54 @@ TEST_CASE("A header claiming 2^31 images fails fast, in little memory", "[ch04][
   CHECK(seconds < 2.0);
 }
 
-TEST_CASE("A header whose sizes multiply past 2^63 bytes is rejected", "[ch04][idx]") {
+TEST_CASE("A header whose sizes multiply past 2^63 bytes is rejected", "[ch04][idx][ex04.2]") {
   const Bytes bomb = ch04::idx_bytes(0x00000803, {0xffffffffu, 0xffffffffu, 0xffffffffu}, {});
   CHECK_THAT(error_of([&] { ddp::read_idx_bytes(bomb, "huge"); }),
              Contains("file huge: header claims 4294967295 images of 4294967295x4294967295, "
                       "more than 2^63 bytes"));
+}
+
+// ---- The header's checks, one by one ---------------------------------------------------------
+TEST_CASE("idx_ndim accepts exactly the magic numbers 0x00000801 and 0x00000803",
+          "[ch04][idx][ex04.2]") {
+  for (int first = 0; first < 2; ++first) {
+    for (int type = 0; type < 256; ++type) {
+      for (int ndim = 0; ndim < 256; ++ndim) {
+        const std::array<std::uint8_t, 4> magic = {
+            0, static_cast<std::uint8_t>(first ? 0x80 : 0), static_cast<std::uint8_t>(type),
+            static_cast<std::uint8_t>(ndim)};
+        const bool valid = first == 0 && type == 0x08 && (ndim == 1 || ndim == 3);
+        if (valid) {
+          CHECK(ddp::idx_ndim(magic, "m") == static_cast<std::size_t>(ndim));
+        } else {
+          CHECK_THROWS_WITH(ddp::idx_ndim(magic, "m"), Contains("file m: "));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("idx_claimed_bytes is the product of the sizes, refused past 2^63 - 1",
+          "[ch04][idx][ex04.2]") {
+  constexpr std::int64_t kMax32 = 0xffffffff;
+  const std::vector<std::vector<std::int64_t>> claims = {
+      {0}, {5}, {kMax32}, {3, 5, 7}, {0, 28, 28}, {0, kMax32, kMax32},
+      {1LL << 31, 1LL << 16, 1LL << 15},  // 2^62
+      {1LL << 31, 1LL << 16, 1LL << 16},  // 2^63: one past the largest
+      {kMax32, kMax32, 1}, {kMax32, kMax32, kMax32}, {kMax32, 1, kMax32}};
+  for (const std::vector<std::int64_t>& dims : claims) {
+    std::int64_t product = 1;  // the compiler's overflow check, independent of the reader's
+    bool fits = true;
+    for (std::int64_t d : dims) fits = !__builtin_mul_overflow(product, d, &product) && fits;
+    CAPTURE(dims);
+    if (fits) {
+      CHECK(ddp::idx_claimed_bytes(dims, "c") == static_cast<std::uint64_t>(product));
+    } else {
+      CHECK_THROWS_WITH(ddp::idx_claimed_bytes(dims, "c"),
+                        Contains("file c: header claims") && Contains("more than 2^63 bytes"));
+    }
+  }
+  CHECK_THROWS_WITH(ddp::idx_claimed_bytes({2, 0, 28}, "z"),
+                    Contains("file z: header claims images of 0x28 pixels"));
+  CHECK_THROWS_WITH(ddp::idx_claimed_bytes({2, 28, 0}, "z"), Contains("images of 28x0 pixels"));
 }

@@ -9,7 +9,8 @@
 #include "data/idx_reader.hpp"
 #include "tensor/error.hpp"
 
-TEST_CASE("Every fuzzing regression input reads or fails with a ddp::Error", "[ch04][idx]") {
+TEST_CASE("Every fuzzing regression input reads or fails with a ddp::Error",
+          "[ch04][idx][ex04.2]") {
   namespace fs = std::filesystem;
   const fs::path folder = DDP_IDX_REGRESSIONS_DIR;
   REQUIRE(fs::is_directory(folder));
