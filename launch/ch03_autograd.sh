@@ -1,14 +1,17 @@
 #!/bin/bash
-# launch/ch03_autograd.sh -- chapter 03's program, ch03_autograd, as a SLURM batch job:
-# a tiny network's backward graph, hook order and gradients against finite differences.
-# One process on one node: nothing is distributed yet, this is the job-script skeleton.
+# launch/ch03_autograd.sh -- chapter 03's program, ch03_autograd, as a SLURM batch job: a
+# tiny network's backward graph, hook order and gradients against finite differences.
+# Its exit code is gradcheck's verdict, and so the job's: a gate that chapter 04's
+# training can wait behind, starting only when the gradients are right:
 #
-#   sbatch launch/ch03_autograd.sh                  # from the repository root
-#   DDP_BUILD=$PWD/build/cpu-only sbatch -p short -A myproject launch/ch03_autograd.sh
+#   jid=$(sbatch --parsable launch/ch03_autograd.sh)              # from the repository root
+#   sbatch --dependency=afterok:$jid launch/ch04_resnet_mnist.sh
+#   squeue --me   # the training waits: "(Dependency)"; if gradcheck failed, it never
+#                 # starts: "(DependencyNeverSatisfied)", until you scancel it
 #
 # Output: ch03_autograd-<job id>.out in the folder you submitted from. Build folder, modules,
 # partition, account, GPUs: see the variables in launch/common.sh.
-#SBATCH --job-name=ch03_autograd        # shown by squeue; %x in --output
+#SBATCH --job-name=ch03_autograd    # shown by squeue; %x in --output
 #SBATCH --nodes=1                   # one machine
 #SBATCH --ntasks=1                  # one process
 #SBATCH --cpus-per-task=2           # cores for its OpenMP threads
@@ -20,6 +23,14 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-${SLURM_CPUS_PER_TASK:-1}}
 program=$(ddp_program ch03_autograd)   # exits with a hint when it is not built
 
 # srun starts the program as the job's one task (a "job step": accounted, and killed
-# with the job). Its exit code becomes the job's, which `sbatch --wait` returns.
-# shellcheck disable=SC2086  # DDP_ARGS: extra arguments for the program, split on spaces
-srun "$program" ${DDP_ARGS:-}
+# with the job). The job's exit code is the program's: SLURM records it (sacct, `sbatch
+# --wait`), and afterok dependencies read it.
+rc=0
+srun "$program" || rc=$?
+if ((rc == 0)); then
+  echo "launch: gradcheck passed; jobs waiting with --dependency=afterok:$SLURM_JOB_ID may start"
+else
+  echo "launch: ch03_autograd failed (exit code $rc); jobs waiting with" \
+       "--dependency=afterok:$SLURM_JOB_ID will not start" >&2
+fi
+exit "$rc"

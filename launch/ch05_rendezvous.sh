@@ -7,6 +7,9 @@
 #   DDP_LAUNCH=ddprun sbatch launch/ch05_rendezvous.sh  # srun: one ddprun per node
 #   DDP_LAUNCH=mpirun sbatch launch/ch05_rendezvous.sh  # mpirun in the allocation, mpi backend
 #   DDP_BACKEND=tcp DDP_LAUNCH=mpirun sbatch ...        # tcp with any launcher; mpi under mpirun
+#   DDP_BACKEND=nccl sbatch --gpus-per-node=2 launch/ch05_rendezvous.sh
+#                          # GPU nodes, any launcher: NCCL, each rank's tensors on its own GPU
+#                          # (cuda:<local rank>); a rank without one stops and says so
 #
 # A good run ends with "ok: 4 ranks met, reduced and left together". Output:
 # ch05_rendezvous-<job id>.out. Launch methods: launch/README.md; settings: common.sh.
@@ -20,6 +23,8 @@ set -euo pipefail
 source "${DDP_ROOT:-$SLURM_SUBMIT_DIR}/launch/common.sh"
 doctor=$(ddp_program ddp-doctor)
 program=$(ddp_program ch05_rendezvous)
+nccl=()                                 # -x NAME for every NCCL_* variable set, for mpirun
+for name in $(compgen -e NCCL_ || true); do nccl+=(-x "$name"); done
 
 case ${DDP_LAUNCH:-srun} in
   srun)
@@ -37,7 +42,8 @@ case ${DDP_LAUNCH:-srun} in
   mpirun)
     # mpirun reads the allocation and starts one rank per slot; -x passes variables on.
     mpirun -x MASTER_ADDR -x MASTER_PORT -x DDP_JOB_TOKEN "$doctor"
-    mpirun -x MASTER_ADDR -x MASTER_PORT -x DDP_JOB_TOKEN "$program" --backend "${DDP_BACKEND:-mpi}"
+    mpirun -x MASTER_ADDR -x MASTER_PORT -x DDP_JOB_TOKEN "${nccl[@]}" \
+      "$program" --backend "${DDP_BACKEND:-mpi}"
     ;;
   *) echo "launch: DDP_LAUNCH=${DDP_LAUNCH} is not one of srun, ddprun, mpirun" >&2; exit 2 ;;
 esac

@@ -55,6 +55,17 @@ ddp_program() {
   echo "$DDP_BIN/$1"
 }
 
+# ddp_show_gpus: prints the GPUs this job may use (chapter 02): CUDA_VISIBLE_DEVICES, set
+# by SLURM for the GPUs it allocated (PBS sites differ), and what nvidia-smi -L names.
+ddp_show_gpus() {
+  echo "launch: CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES-(unset: no GPU allocated by SLURM)}"
+  if command -v nvidia-smi >/dev/null; then
+    nvidia-smi -L || echo "launch: nvidia-smi -L failed on $(hostname): no usable GPU"
+  else
+    echo "launch: no nvidia-smi on $(hostname) (it comes with the NVIDIA driver): no GPU driver"
+  fi
+}
+
 # ddp_ddprun_per_node PROGRAM [ARGS...]: inside a SLURM allocation, one ddprun per node
 # (the torchrun pattern, launch/README.md method 2), each starting that node's ranks.
 # --ntasks-per-node=1 matters: without it srun starts one ddprun per *slot*, and every

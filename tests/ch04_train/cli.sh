@@ -12,7 +12,7 @@ rc=$?
 [ "$rc" -eq 0 ] || fail "--help exited $rc"
 grep -q '^usage: ddp-train' help.out || fail "--help printed no usage line"
 for flag in --data --epochs --max-steps --batch-size --lr --momentum --weight-decay --seed \
-            --device --threads --metrics --save --resume; do
+            --device --threads --metrics --save --resume --progress; do
   grep -q -- "^  $flag " help.out || fail "--help does not list $flag"
 done
 [ ! -s help.err ] || fail "--help wrote to stderr"
@@ -22,6 +22,12 @@ rc=$?
 [ "$rc" -eq 2 ] || fail "a bad value exited $rc, expected 2"
 [ "$(wc -l <bad.err)" -eq 1 ] || fail "a bad value printed $(wc -l <bad.err) lines on stderr"
 grep -q "^ddp-train: --batch-size .*'abc'" bad.err || fail "unexpected message: $(cat bad.err)"
+
+"$bin" --progress fancy >progress.out 2>progress.err
+rc=$?
+[ "$rc" -eq 2 ] || fail "--progress fancy exited $rc, expected 2"
+grep -q "^ddp-train: --progress expects auto, bar, lines or none, got 'fancy'" progress.err ||
+  fail "unexpected message: $(cat progress.err)"
 
 "$bin" --no-such-flag 1 >unknown.out 2>unknown.err
 rc=$?
@@ -34,4 +40,4 @@ rc=$?
 [ "$rc" -eq 1 ] || fail "a missing data folder exited $rc, expected 1"
 grep -q "/nonexistent/mnist" missing.err ||
   fail "the error does not name the folder: $(cat missing.err)"
-echo "ok: --help, bad flag, unknown flag, missing data folder"
+echo "ok: --help, bad flags, unknown flag, missing data folder"

@@ -45,6 +45,7 @@ TEST_CASE("ddp-train defaults are the ref_model recipe", "[ch04][train]") {
   CHECK(o.metrics.empty());
   CHECK(o.save.empty());
   CHECK(o.resume.empty());
+  CHECK(o.progress == "auto");
   CHECK_FALSE(o.help);
 }
 
@@ -53,7 +54,8 @@ TEST_CASE("ddp-train parses every flag into its field", "[ch04][train]") {
                                 "--batch-size", "64", "--lr", "0.05", "--momentum", "0.5",
                                 "--weight-decay", "1e-3", "--seed", "18446744073709551615",
                                 "--device", "cuda:1", "--threads", "4", "--metrics", "m.csv",
-                                "--save", "ck.ddp", "--resume", "old.ddp"});
+                                "--save", "ck.ddp", "--resume", "old.ddp", "--progress",
+                                "lines"});
   CHECK(o.data == "/tmp/mnist");
   CHECK(o.epochs == 3);
   CHECK(o.max_steps == 17);
@@ -67,6 +69,7 @@ TEST_CASE("ddp-train parses every flag into its field", "[ch04][train]") {
   CHECK(o.metrics == "m.csv");
   CHECK(o.save == "ck.ddp");
   CHECK(o.resume == "old.ddp");
+  CHECK(o.progress == "lines");
   CHECK_FALSE(o.help);
 
   CHECK(parse({"--help"}).help);
@@ -97,6 +100,7 @@ TEST_CASE("ddp-train rejects bad values, naming the flag and the text", "[ch04][
       {"--threads", "0"},        {"--threads", "two"},      {"--threads", "4294967296"},
       {"--lr", "inf"},           {"--momentum", "nan"},     {"--weight-decay", "1e999"},
       {"--device", "gpu"},       {"--device", "cuda:"},     {"--device", "cuda:-1"},
+      {"--progress", "fancy"},   {"--progress", "Bar"},     {"--progress", ""},
   };
   for (const Case& c : cases) {
     INFO(c.flag << " '" << c.value << "'");

@@ -30,7 +30,12 @@ case ${1:-} in
     # A clean slate each time: no state, queue or job records from an earlier run.
     "$DDP_ROOT/tools/local-cluster.sh" stop >/dev/null 2>&1
     rm -rf "$LOCAL_SLURM_DIR"
-    "$DDP_ROOT/tools/local-cluster.sh" start
+    # One fake GPU per node (a /dev/null clone as GRES gpu): chapter 02's job scripts ask
+    # for a GPU, and a cluster without GRES refuses them at submission ("Invalid generic
+    # resource (gres) specification"). With it, SLURM allocates the GPU and sets
+    # CUDA_VISIBLE_DEVICES as on a real cluster; the program finds no device behind it and
+    # runs on the CPU. Jobs that ask for no GPU see no difference.
+    LOCAL_SLURM_GPUS=${LOCAL_SLURM_GPUS:-1} "$DDP_ROOT/tools/local-cluster.sh" start
     ;;
   stop)
     rc=0

@@ -65,6 +65,12 @@ Trains the ResNet-style network of chapter 04 on MNIST and reports test accuracy
                         number of ranks with the same global batch
   --resume auto         continue from --save's PATH when it holds a usable checkpoint,
                         else start fresh (for jobs that restart: ddprun --max-restarts)
+  --progress P          within an epoch, rank 0 shows: bar (one line redrawn with
+                        carriage returns), lines (a plain line every ~20% of the
+                        epoch, for logs) or none; auto (the default): bar on a
+                        terminal, lines when stdout is a file or a pipe and under
+                        mpirun/mpiexec (it gives ranks a pseudo-terminal whose output
+                        ends up in a log)
   --timeout SECONDS     how long a rank waits for the others in the rendezvous and in
                         every collective before it fails (default 300; PyTorch: 1800,
                         600 for NCCL)
@@ -216,6 +222,12 @@ constexpr Flag kFlags[] = {
        o.width = parse_number<std::int64_t>(f, v, 1);
      }},
     {"--resume", [](TrainOptions& o, std::string_view, std::string_view v) { o.resume = v; }},
+    {"--progress",
+     [](TrainOptions& o, std::string_view f, std::string_view v) {
+       DDP_CHECK(v == "auto" || v == "bar" || v == "lines" || v == "none", f,
+                 " expects auto, bar, lines or none, got '", v, "'");
+       o.progress = v;
+     }},
     {"--timeout",
      [](TrainOptions& o, std::string_view f, std::string_view v) {
        o.timeout_s = parse_number<int>(f, v, 1);

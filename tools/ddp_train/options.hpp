@@ -34,6 +34,8 @@ struct TrainOptions {
   // Checkpoint to continue from; "auto" = --save's path when it holds a usable checkpoint,
   // else a fresh start (what a job that restarts itself passes: ddprun --max-restarts).
   std::string resume;
+  // How rank 0 shows progress within an epoch: bar | lines | none | auto (progress.hpp).
+  std::string progress = "auto";
   // Seconds a rank waits for the others (rendezvous, every collective) before it gives up
   // with an error: InitOptions::timeout. PyTorch's default is 30 min (10 min for NCCL); a
   // run on one node needs far less, and a dead peer is noticed sooner.

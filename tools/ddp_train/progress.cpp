@@ -9,20 +9,21 @@
 
 namespace ddp::train {
 
-bool stdout_is_terminal() {
-  // mpirun gives every rank a pseudo-terminal and copies it into the job's log, where a
-  // redrawn line piles up carriage returns: under an MPI launcher, plain lines.
+ProgressStyle progress_style(std::string_view mode) {
+  if (mode == "bar") return ProgressStyle::Bar;
+  if (mode == "lines") return ProgressStyle::Lines;
+  if (mode == "none") return ProgressStyle::None;
   const bool under_mpi = std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr ||
-                         std::getenv("PMI_SIZE") != nullptr;
-  return isatty(STDOUT_FILENO) == 1 && !under_mpi;
+                         std::getenv("PMIX_RANK") != nullptr || std::getenv("PMI_SIZE") != nullptr;
+  return isatty(STDOUT_FILENO) == 1 && !under_mpi ? ProgressStyle::Bar : ProgressStyle::Lines;
 }
 
-Progress::Progress(std::int64_t epoch, std::int64_t epochs, std::int64_t steps, bool terminal,
+Progress::Progress(std::int64_t epoch, std::int64_t epochs, std::int64_t steps, ProgressStyle style,
                    std::int64_t first_step, std::int64_t first_images)
     : epoch_(epoch),
       epochs_(epochs),
       steps_(steps),
-      terminal_(terminal),
+      style_(style),
       first_step_(first_step),
       first_images_(first_images),
       report_every_(std::max<std::int64_t>(1, steps / 5)),
@@ -38,7 +39,7 @@ void Progress::update(std::int64_t step, std::int64_t images, double running_los
   const double eta = done_here > 0 ? seconds / static_cast<double>(done_here) *
                                          static_cast<double>(steps_ - step)
                                    : 0.0;
-  if (terminal_) {
+  if (style_ == ProgressStyle::Bar) {
     constexpr int kWidth = 30;
     const int filled = steps_ > 0 ? static_cast<int>(kWidth * step / steps_) : kWidth;
     std::printf("\repoch %lld/%lld [%.*s%*s] %lld/%lld  %.0f img/s  ETA %.0fs  loss %.4f ",
@@ -46,7 +47,7 @@ void Progress::update(std::int64_t step, std::int64_t images, double running_los
                 "##############################", kWidth - filled, "", static_cast<long long>(step),
                 static_cast<long long>(steps_), rate, eta, running_loss);
     std::fflush(stdout);
-  } else if (step >= next_plain_report_ || step == steps_) {
+  } else if (style_ == ProgressStyle::Lines && (step >= next_plain_report_ || step == steps_)) {
     std::printf("epoch %lld/%lld step %lld/%lld loss %.4f %.0f img/s\n",
                 static_cast<long long>(epoch_), static_cast<long long>(epochs_),
                 static_cast<long long>(step), static_cast<long long>(steps_), running_loss, rate);
@@ -56,7 +57,7 @@ void Progress::update(std::int64_t step, std::int64_t images, double running_los
 }
 
 void Progress::finish() {
-  if (terminal_) std::printf("\r%*s\r", 100, "");
+  if (style_ == ProgressStyle::Bar) std::printf("\r%*s\r", 100, "");
 }
 
 }  // namespace ddp::train

@@ -321,8 +321,8 @@ Trainer::EpochEnd Trainer::train_epoch(EpochResult& result) {
   const std::int64_t steps = loader_->num_batches();
   std::optional<Progress> progress;  // rank 0 reports for the job
   if (rank() == 0) {
-    progress.emplace(epoch_ + 1, options_.epochs, steps, stdout_is_terminal(), step_in_epoch_,
-                     images_seen_);
+    progress.emplace(epoch_ + 1, options_.epochs, steps, progress_style(options_.progress),
+                     step_in_epoch_, images_seen_);
   }
   const auto start = std::chrono::steady_clock::now();
   const trace::Mark epoch_start = trace::mark();

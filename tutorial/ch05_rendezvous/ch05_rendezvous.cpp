@@ -2,6 +2,7 @@
 //
 //   build/release/bin/ddprun --nproc-per-node 4 build/release/bin/ch05_rendezvous
 //   mpirun -np 4 --oversubscribe build/release/bin/ch05_rendezvous --backend mpi
+//   ddprun --nproc-per-node <GPUs> ch05_rendezvous --backend nccl   # tensors on cuda
 //
 // Every rank says who it is and which launcher told it (dist/launch_env.hpp); the ranks
 // meet (dist/init.hpp), rank 0 prints the ring schedule of an all-reduce over this many
@@ -17,6 +18,7 @@
 #include "dist/init.hpp"
 #include "dist/launch_env.hpp"
 #include "dist/process_group_tcp.hpp"
+#include "tensor/cuda/device_info.hpp"
 #include "tensor/error.hpp"
 #include "tensor/tensor.hpp"
 
@@ -40,22 +42,64 @@ void print_ring_schedule(int size) {
   }
 }
 
+// Where this rank's tensors live, for --device `name` (cpu, cuda or cuda:N; checked by
+// Device::parse). cuda means cuda:<local rank>, or cuda:0 for a rank that sees one GPU:
+// the GPU init_process_group gives the nccl backend. A rank without a usable GPU fails
+// here, before it meets the others; `flags` names what asked for one.
+ddp::Device pick_device(const std::string& name, const std::string& flags,
+                        const ddp::LaunchEnv& env) {
+  ddp::Device device = ddp::Device::parse(name);
+  if (!device.is_cuda()) return device;
+  const int gpus = ddp::cuda::device_count();
+  DDP_CHECK(gpus > 0, flags, ": rank ", env.rank, " on ", ddp::host_name(),
+            " has no usable CUDA GPU",
+            ddp::cuda::is_built() ? " (no device, no driver, or CUDA_VISIBLE_DEVICES hides them)"
+                                  : " (this build has no CUDA: configure with -DDDP_CUDA=ON)",
+            "\nhint: run it on GPU nodes (sbatch --gpus-per-node=<ranks per node>), or with "
+            "--backend tcp or mpi on the CPU");
+  if (name == "cuda") {
+    device.index = ddp::gpu_for_local_rank(env.local_rank, gpus);
+    DDP_CHECK(device.index >= 0, flags, ": local rank ", env.local_rank, " on ",
+              ddp::host_name(), " has no GPU of its own (", gpus, " usable)",
+              "\nhint: one rank per GPU (--ntasks-per-node = --gpus-per-node)");
+  }
+  DDP_CHECK(device.index < gpus, flags, ": ", ddp::host_name(), " has ", gpus, " usable GPU(s)");
+  return device;
+}
+
 int run(int argc, char** argv) {
   std::string backend = "tcp";
+  std::string device_name;  // default: cuda for nccl, which reduces GPU memory only; else cpu
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
     if (arg == "--backend" && i + 1 < argc) {
       backend = argv[++i];
+    } else if (arg == "--device" && i + 1 < argc) {
+      device_name = argv[++i];
     } else {
-      std::fprintf(stderr, "usage: %s [--backend tcp|mpi]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--backend tcp|mpi|nccl] [--device cpu|cuda|cuda:N]\n",
+                   argv[0]);
       return 2;
     }
+  }
+  if (device_name.empty()) device_name = backend == "nccl" ? "cuda" : "cpu";
+  if (device_name != "cpu" && !device_name.starts_with("cuda")) {
+    std::fprintf(stderr, "ch05_rendezvous: --device expects cpu, cuda or cuda:N, got '%s'\n",
+                 device_name.c_str());
+    return 2;
+  }
+  if (backend == "nccl" && device_name == "cpu") {
+    std::fprintf(stderr, "ch05_rendezvous: --backend nccl reduces GPU tensors: use --device "
+                         "cuda (or cuda:N), not cpu\n");
+    return 2;
   }
 
   // 1. Who am I? Read from whichever launcher started us.
   const ddp::LaunchEnv env = ddp::discover_launch_env();
   std::printf("%s\n", env.describe().c_str());
   std::fflush(stdout);
+  const std::string flags = "--backend " + backend + " --device " + device_name;
+  const ddp::TensorOptions on{.device = pick_device(device_name, flags, env)};
 
   // 2. Meet the others: rank 0 serves a TCPStore at MASTER_ADDR:MASTER_PORT, everyone
   //    connects, and the backend wires itself up through it.
@@ -70,7 +114,7 @@ int run(int argc, char** argv) {
 
   // 3. A collective whose answer we know: every rank contributes rank + 1, so each
   //    element of the sum is 1 + 2 + ... + world = world (world + 1) / 2.
-  ddp::Tensor t = ddp::full({10}, rank + 1.0);
+  ddp::Tensor t = ddp::full({10}, rank + 1.0, on);
   group->all_reduce(t, ddp::ReduceOp::Sum)->wait();
   const float expected = world * (world + 1) / 2.0f;
   for (float v : t.to_vector<float>()) {
@@ -81,7 +125,7 @@ int run(int argc, char** argv) {
 
   // 4. How fast? 4 MiB of float32, a few times; nccl-tests' definitions:
   //    algbw = bytes / time, busbw = algbw * 2 (world - 1) / world.
-  ddp::Tensor big = ddp::ones({1 << 20});
+  ddp::Tensor big = ddp::ones({1 << 20}, on);
   group->all_reduce(big)->wait();  // warm-up
   group->barrier()->wait();
   constexpr int kIters = 10;
@@ -92,8 +136,8 @@ int run(int argc, char** argv) {
   if (rank == 0) {
     const double bytes = 4.0 * (1 << 20);
     const double algbw = bytes / seconds / 1e9;
-    std::printf("all_reduce of 4 MiB (%s): %.0f us, algbw %.2f GB/s, busbw %.2f GB/s\n",
-                group->backend_name().c_str(), seconds * 1e6, algbw,
+    std::printf("all_reduce of 4 MiB (%s, %s): %.0f us, algbw %.2f GB/s, busbw %.2f GB/s\n",
+                group->backend_name().c_str(), on.device.str().c_str(), seconds * 1e6, algbw,
                 algbw * 2.0 * (world - 1) / world);
   }
 
