@@ -344,8 +344,9 @@ case $check in
     # that depends on the ranks alone. DDP_TRAIN_ARGS is the job's flags (ctest sets it,
     # so that the script's default and this check cannot drift apart).
     ranks=$1
-    # mpirun gives local ranks a pseudo-terminal, so ddp-train draws its progress bar with
-    # carriage returns, and the epoch summary follows the bar on the same line.
+    # mpirun gives local ranks a pseudo-terminal; ddp-train's --progress auto sees the
+    # launcher and prints plain lines, but a job run with --progress bar draws its bar with
+    # carriage returns, the epoch summary after it on the same line: split them.
     tr '\r' '\n' <"$log" >"$scratch/split" && log=$scratch/split
     [[ -n ${DDP_TRAIN_ARGS:-} ]] || fail "train-as-ddprun needs the job's flags in DDP_TRAIN_ARGS"
     [[ ${DDP_BACKEND:-tcp} == tcp ]] ||
