@@ -566,14 +566,11 @@ std::shared_ptr<Work> ProcessGroupTcp::barrier() {
 // non-blocking and one loop moves whatever each can take: send what the right socket
 // accepts, receive what the left has; only when neither moved, sleep in poll() on both.
 // Received bytes of a reduce step land in scratch_ and are combined into the tensor at
-// once (Note [Scratch size]). (Measured on loopback, and left out: fixed SO_SNDBUF/
-// SO_RCVBUF sizes, which switch off Linux's buffer autotuning, were up to 2x slower;
-// spinning before poll() halved the latency of tiny messages but cost 10% at 64 MiB, so
-// only the small all-reduce spins (Note [Spin, then sleep]);
-// sending with vmsplice() + splice(), so that the socket takes references to our pages
-// instead of a copy of them, was 2x faster at 1 MiB but 10-30% slower at 16 and 64 MiB,
-// and needs an acknowledgement at the end of every collective: a page still queued for
-// the neighbour when the collective returns would change under it.)
+// once (Note [Scratch size]). Left out, because they measured slower on loopback: fixed
+// socket buffer sizes (they switch off Linux's autotuning), spinning before poll() in
+// large transfers, and vmsplice() + splice() sends, which would also need an
+// acknowledgement at the end of every collective (a page still queued for the neighbour
+// would change under it). The figures: bench/README.md, "Chapter 05: the ring's speed".
 //
 // Note [Spin, then sleep]
 // -----------------------
@@ -594,14 +591,9 @@ std::shared_ptr<Work> ProcessGroupTcp::barrier() {
 // box) to be fastest. It is not: each turn of the loop below receives at most a scratch
 // buffer's worth, then passes the reduced bytes on, and every send may wake the
 // neighbour, a context switch that costs more here than the cache misses it saves. 4 MiB
-// lets one recv() take nearly all that has arrived. Measured on the 2-core dev box
-// (ddprun, medians of interleaved runs, load 4-8): 256 KiB cost 10-20% more CPU time
-// than 1 MiB at 1-16 MiB; 4 MiB was 2-20% faster than 1 MiB at 16-64 MiB in every
-// comparison, np=2 and 4 (np=2, 16 MiB: 24.3 vs 28.4 ms; 64 MiB: 71 vs 87 ms), and the
-// same below 16 MiB, for 3 MiB more memory a group. Nor did it help to keep the bites in
-// L2 and the turns long: a 256 KiB scratch received and combined again and again, up to
-// 4 MiB a turn, while whole bites kept arriving, was slower still (np=2, three
-// interleaved pairs: 16 MiB 10.6-11.7 vs 8.5-9.9 ms, 64 MiB 43-53 vs 31-38 ms).
+// lets one recv() take nearly all that has arrived: on the dev box it was faster than
+// 1 MiB and 256 KiB at 16-64 MiB in every comparison, and the same below, for 3 MiB more
+// memory a group (bench/README.md, "Chapter 05: the ring's speed").
 //
 // Note [4K aliasing]
 // ------------------
@@ -612,21 +604,17 @@ std::shared_ptr<Work> ProcessGroupTcp::barrier() {
 // bits the loads look as if they read what the stores just wrote, and wait for them
 // (Intel's optimisation manual calls it "4K aliasing"). Where the kernel's bytes sit is
 // not ours to choose, but on loopback their page offsets follow the stream's own bytes
-// (the header measurement below shows it), so where our buffer starts decides. Measured
-// with the loop of `bench_allreduce --floor` alone, np 2, 64 MiB each way: receiving into
-// a buffer 1, 8, 16, 24 or 31 bytes past a page boundary took 42-53 ms, at 0, 32, 33, 63,
-// 100 or 4064 bytes past it 15-18 ms. A std::vector of a few MiB starts 16 bytes past a
-// page (malloc's header) and so did our scratch buffer, until this: three interleaved
-// rounds (ddprun, bench_allreduce, scratch at page + 16 -> page + 0) went at np 2 from
-// 248-260 to 226-232 us at 1 MiB and from 26.8-28.1 to 25.0-27.3 ms at 64 MiB; at np 4
-// from 1311-1324 to 982-1256 us at 1 MiB and from 23.1-24.1 to 20.0-21.7 ms at 16 MiB.
+// (the header below shows it), so where our buffer starts decides: a receive buffer 1-31
+// bytes past a page boundary took about three times as long as one on it. A std::vector of
+// a few MiB starts 16 bytes past a page (malloc's header), and so did our scratch buffer
+// until it became a PageBuffer.
 // The copy steps receive straight into the tensor, where the same rule holds: there the
 // distance is set by where the tensor starts (64 bytes past a page, for a large
 // aligned_alloc(64)) and by the header in front of the stream (Note [Collective
 // check]). With the 128-byte header the tensor's bytes land 64 bytes behind the
-// stream's: fast. A 48-byte header put them 16 ahead and made np 2 all-reduces of 1-64
-// MiB 1.2-2x slower (1 MiB 438-520 vs 245-250 us, 16 MiB 8.2-9.9 vs 6.1-6.2 ms). A
-// tensor that starts elsewhere (a view at an odd offset) works the same, and may run slower.
+// stream's: fast (a 48-byte header put them 16 ahead, and made large all-reduces up to 2x
+// slower). A tensor that starts elsewhere (a view at an odd offset) works the same, and
+// may run slower. The figures: bench/README.md, "Chapter 05: the ring's speed".
 //
 // Note [Send slices]
 // ------------------
@@ -635,8 +623,8 @@ std::shared_ptr<Work> ProcessGroupTcp::barrier() {
 // receives nothing, its left neighbour's bytes pile up, and the ring runs in lurches
 // (timed inside this loop at 16 MiB, np=2: a third of the time asleep in poll()).
 // Capping each send at kSendSliceBytes alternates the two directions in pieces that
-// still amortise the system call. Measured at np=2 (interleaved medians, 4 MiB scratch,
-// load ~3): 16 MiB 14.5 vs 16.9 ms, 64 MiB 60 vs 76 ms; 1-4 MiB unchanged.
+// still amortise the system call (14-21 % faster at 16-64 MiB on the dev box, the same
+// below: bench/README.md, "Chapter 05: the ring's speed").
 //
 // Note [Where the ranks run]
 // --------------------------
@@ -644,9 +632,9 @@ std::shared_ptr<Work> ProcessGroupTcp::barrier() {
 // wakes us with a "sync" wake-up, and when the other cores are busy Linux puts the woken
 // thread on the sender's core: both ranks then share one core while another sits on the
 // rest of the machine's load. Pinning each rank to its own core (taskset, or a launcher
-// that binds as mpirun does by default for np <= 2) took the np=2 all-reduce on the
-// loaded dev box from 80 to 30 us at 4 KiB and from 850 to 420 us at 1 MiB. Nothing in
-// this file pins threads: placement is the launcher's decision, not the backend's.
+// that binds as mpirun does by default for np <= 2) halved the np=2 all-reduce's time at
+// 4 KiB-1 MiB on the loaded dev box. Nothing in this file pins threads: placement is the
+// launcher's decision, not the backend's.
 //
 // Failures are named here: which neighbour, which rank, which address. A neighbour that
 // closed its end (it died, or failed and shut its sockets) shows as EOF on the left
