@@ -95,12 +95,9 @@ using Clock = std::chrono::steady_clock;
 // its own computation needs; until then a late peer costs busy polling (up to ~270 ms of
 // a core for 64 MiB), which a rank overlapping compute with communication will feel on a
 // machine with few cores. The rule before slept once 200 us had passed without a
-// collective finishing, which for a large one is almost at once. Measured at np 2 on the
-// 2-core dev box (mpirun ... bench_allreduce --backend mpi, one collective in flight,
-// medians of two interleaved runs of the two builds, before -> after): over shared
-// memory 1 MiB 0.98-2.7 -> 0.23-0.24 ms, 16 MiB 44-48 -> 8.5-11.5 ms, 64 MiB 232-244 ->
-// 80-88 ms; over TCP 1 MiB 1.4-1.6 -> 0.78 ms, 16 MiB 20-25 -> 17-18.5 ms, 64 MiB
-// 132-134 -> 119-123 ms.
+// collective finishing, which for a large one is almost at once: this one made large
+// all-reduces 3-5x faster over shared memory and 10-30 % faster over TCP on the dev box
+// (bench/README.md, "bench_allreduce", Note [Polling MPI]).
 constexpr auto kSpinTime = std::chrono::microseconds(200);
 constexpr double kSpinBytesPerSecond = 250e6;
 constexpr auto kPollSleep = std::chrono::microseconds(50);
