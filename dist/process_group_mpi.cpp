@@ -95,8 +95,8 @@ using Clock = std::chrono::steady_clock;
 // its own computation needs; until then a late peer costs busy polling (up to ~270 ms of
 // a core for 64 MiB), which a rank overlapping compute with communication will feel on a
 // machine with few cores. The rule before slept once 200 us had passed without a
-// collective finishing, which for a large one is almost at once: this one made large
-// all-reduces 3-5x faster over shared memory and 10-30 % faster over TCP on the dev box
+// collective finishing, which for a large one is almost at once: this one made 1-64 MiB
+// all-reduces 3-10x faster over shared memory, and 1.1-2x over TCP, on the dev box
 // (bench/README.md, "bench_allreduce", Note [Polling MPI]).
 constexpr auto kSpinTime = std::chrono::microseconds(200);
 constexpr double kSpinBytesPerSecond = 250e6;
