@@ -50,7 +50,7 @@ struct DDPOptions {
   bool broadcast_buffers = true;
   GradientSync gradient_sync = GradientSync::Bucketed;
   // How long one collective may take before wait() gives up (Work::wait's timeout).
-  std::chrono::milliseconds timeout = Work::kDefaultTimeout;
+  std::chrono::milliseconds timeout = kDefaultTimeout;
   // For GradientSync::Bucketed: bucket caps, find_unused_parameters, rebuild. Its
   // timeout is ignored: `timeout` above applies.
   ReducerOptions reducer = {};
