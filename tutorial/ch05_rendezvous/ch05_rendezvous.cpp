@@ -139,7 +139,8 @@ int run(int argc, char** argv) {
     const std::int64_t bytes = big.numel() * 4;
     std::printf("all_reduce of 4 MiB (%s, %s): %.0f us, algbw %.2f GB/s, busbw %.2f GB/s\n",
                 group->backend_name().c_str(), on.device.str().c_str(), seconds * 1e6,
-                ddp::algbw(bytes, seconds) / 1e9, ddp::all_reduce_busbw(bytes, seconds, world) / 1e9);
+                ddp::algbw(bytes, seconds) / 1e9,
+                ddp::all_reduce_busbw(bytes, seconds, world) / 1e9);
   }
 
   // 5. Leave together: nobody tears down its sockets while a peer still talks to it.
