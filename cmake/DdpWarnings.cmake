@@ -52,10 +52,12 @@ endif()
 # GCC 12.2 at -O2 and above, targeting AVX-512 (-march=native on an AVX-512 CPU) or tuning
 # for one (-mtune=rocketlake, ...), can build two small constant arrays side by side
 # wrongly: its SLP vectorizer stores {1, 1, 1, 0} with the same 256-bit broadcast of 1 as
-# {1, 1, 1, 1}, so the last element silently becomes 1 (tests/ch00 has the case). The
-# probe below runs that pattern with the flags of this build; when it comes out wrong,
-# every file is compiled with -fno-tree-slp-vectorize, which avoids it. (Eigen's matmul
-# kernels are written with intrinsics and lose nothing; loops still vectorize.)
+# {1, 1, 1, 1}, so the last element silently becomes 1. The probe below runs that pattern
+# with the flags of this build; when it comes out wrong, every file is compiled with
+# -fno-tree-slp-vectorize, which avoids it. (Eigen's matmul kernels are written with
+# intrinsics and lose nothing; loops still vectorize.) tests/ch00/test_dependencies.cpp
+# runs the pattern with the build's flags and, with the vectorizer turned back on for one
+# function, checks that the probe's verdict (DDP_AVOID_SLP) is what the compiler does.
 set(DDP_AVOID_SLP OFF)
 if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND NOT CMAKE_CROSSCOMPILING)
   include(CheckCXXSourceRuns)

@@ -42,7 +42,9 @@
 #include <thread>
 
 #include "dist/deadline.hpp"
+#include "tensor/errno_text.hpp"
 #include "tensor/error.hpp"
+#include "tensor/little_endian.hpp"
 
 namespace ddp {
 namespace {
@@ -65,16 +67,6 @@ std::uint32_t fnv1a(const char* data, std::size_t size) {
   return hash;
 }
 
-void put_le(std::string& out, std::uint64_t value, int bytes) {
-  for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>((value >> (8 * i)) & 0xff));
-}
-
-std::uint64_t get_le(const char* data, int bytes) {
-  std::uint64_t value = 0;
-  for (int i = bytes - 1; i >= 0; --i) value = (value << 8) | static_cast<unsigned char>(data[i]);
-  return value;
-}
-
 // One record, ready for a single write().
 std::string encode(char op, const std::string& key, const std::string& value) {
   std::string record;
@@ -93,8 +85,6 @@ std::string quoted_list(const std::vector<std::string>& keys) {
   for (const std::string& key : keys) out += (out.empty() ? "\"" : ", \"") + key + "\"";
   return out;
 }
-
-std::string errno_text() { return std::strerror(errno); }
 
 }  // namespace
 

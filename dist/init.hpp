@@ -16,6 +16,7 @@
 #include <memory>
 #include <string>
 
+#include "dist/deadline.hpp"  // kDefaultTimeout
 #include "dist/process_group.hpp"
 
 namespace ddp {
@@ -34,7 +35,7 @@ struct InitOptions {
   std::string init_method = "env://";
   int rank = -1;        // -1: from the launcher
   int world_size = -1;  // -1: from the launcher
-  std::chrono::milliseconds timeout{std::chrono::seconds(300)};  // rendezvous and collectives
+  std::chrono::milliseconds timeout = kDefaultTimeout;  // rendezvous and collectives
 };
 
 // Throws ddp::Error naming the backend or init method at fault (an unknown backend

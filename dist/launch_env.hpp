@@ -21,6 +21,7 @@
 // launch_env.cpp), else 29500. Nothing here opens a socket.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -37,6 +38,13 @@ const char* to_string(Launcher launcher);  // "torchrun", "slurm", "openmpi", ..
 
 // This machine's name (gethostname), for messages; "?" when it cannot be had.
 std::string host_name();
+
+// How every message, log line and store value names a process, so that one search of the
+// logs finds it: "node07, pid 4711" (process_label() is this process's), and with its rank
+// "rank 2 (node07, pid 4711)", or "rank 2" when the process is not known ("").
+std::string process_label(const std::string& host, std::int64_t pid);
+std::string process_label();
+std::string rank_label(int rank, const std::string& process);
 
 // The GPU a rank uses among the `visible_gpus` it sees: cuda:<local_rank>, as torchrun
 // and `srun --gpus-per-node` arrange it; or cuda:0 when it sees exactly one, as with

@@ -33,6 +33,12 @@ std::string ProcessGroup::where(const char* collective) const {
   return detail::concat(who(), " ", collective);
 }
 
+void ProcessGroup::check_tensor(const Tensor& t, const char* collective, const char* name) const {
+  DDP_CHECK(t.defined(), where(collective), ": ", name, " is undefined");
+  DDP_CHECK(t.is_contiguous(), where(collective), ": ", name, " (", t.describe(),
+            ") must be contiguous\nhint: pass t.contiguous() and copy the result back");
+}
+
 void ProcessGroup::check_root(const char* collective, int root) const {
   DDP_CHECK(root >= 0 && root < size(), where(collective), ": root ", root,
             " is not a rank of this group of ", size());

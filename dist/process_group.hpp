@@ -87,20 +87,23 @@ class ProcessGroup {
   static constexpr std::chrono::milliseconds kReportTimeout{1000};
 
  protected:
-  // The argument checks every backend makes before it queues a collective (each backend
-  // adds its own, on dtype and device). The errors name this rank, the backend and the
-  // collective: "rank 1/4 (tcp, node07) all_gather: output has 7 elements, expected
-  // size() * input.numel() = 4 * 2".
+  // The argument checks every backend makes before it queues a collective. The errors
+  // name this rank, the backend and the collective: "rank 1/4 (tcp, node07) all_gather:
+  // output has 7 elements, expected size() * input.numel() = 4 * 2".
+  // check_tensor: `name` ("tensor", "input", "output") is defined and contiguous. A
+  // backend that asks more (tcp: the dtypes it reduces; nccl: its GPU) overrides it and
+  // calls this one first.
+  virtual void check_tensor(const Tensor& t, const char* collective, const char* name) const;
   void check_root(const char* collective, int root) const;
   void check_all_gather(const Tensor& output, const Tensor& input) const;
   void check_reduce_scatter(const Tensor& output, const Tensor& input) const;
 
   // "rank 3/4 (tcp, node07)": who is speaking, for every message of a backend.
   std::string who() const;
-
- private:
+  // "rank 3/4 (tcp, node07) all_gather": who, in which collective.
   std::string where(const char* collective) const;
 
+ private:
   int rank_;
   int size_;
   std::string host_;  // this host's name, for who()

@@ -264,12 +264,6 @@ void divide(const Tensor& host, int divisor) {
   }
 }
 
-void check_tensor(const Tensor& t, const char* collective, const char* name) {
-  DDP_CHECK(t.defined(), "mpi ", collective, ": ", name, " is undefined");
-  DDP_CHECK(t.is_contiguous(), "mpi ", collective, ": ", name, " (", t.describe(),
-            ") must be contiguous\nhint: pass t.contiguous() and copy the result back");
-}
-
 // ---- The group ----------------------------------------------------------------------
 
 class ProcessGroupMpi final : public ProcessGroup {

@@ -27,6 +27,6 @@ namespace ddp {
 // CUDA tensors are staged through host memory (the MPI library only sees host
 // buffers), so any number of ranks may share one GPU.
 std::unique_ptr<ProcessGroup> make_process_group_mpi(
-    std::chrono::milliseconds timeout = Work::kDefaultTimeout);
+    std::chrono::milliseconds timeout = kDefaultTimeout);
 
 }  // namespace ddp

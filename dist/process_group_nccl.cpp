@@ -430,13 +430,11 @@ class ProcessGroupNccl final : public ProcessGroup {
     return cuda::Stream();
   }
 
-  void check_tensor(const Tensor& t, const char* collective, const char* name) const {
-    DDP_CHECK(t.defined(), "nccl ", collective, ": ", name, " is undefined");
-    DDP_CHECK(t.device() == Device::cuda(device_), "nccl ", collective, ": ", name, " is ",
+  void check_tensor(const Tensor& t, const char* collective, const char* name) const override {
+    ProcessGroup::check_tensor(t, collective, name);
+    DDP_CHECK(t.device() == Device::cuda(device_), where(collective), ": ", name, " is ",
               t.describe(), " but this rank's group is on cuda:", device_,
               "\nhint: move it with .to(Device::cuda(", device_, "))");
-    DDP_CHECK(t.is_contiguous(), "nccl ", collective, ": ", name, " (", t.describe(),
-              ") must be contiguous\nhint: pass t.contiguous() and copy the result back");
   }
 
   // Queues one collective (Note [Ordering the communication stream]) and returns its

@@ -22,6 +22,6 @@ namespace ddp {
 // on an NCCL error the communicator is aborted and ddp::Error names the rank.
 std::unique_ptr<ProcessGroup> make_process_group_nccl(
     std::shared_ptr<Store> store, int rank, int size, int cuda_device,
-    std::chrono::milliseconds timeout = Work::kDefaultTimeout);
+    std::chrono::milliseconds timeout = kDefaultTimeout);
 
 }  // namespace ddp

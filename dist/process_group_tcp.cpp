@@ -16,7 +16,7 @@
 #include <type_traits>
 
 #include "dist/deadline.hpp"
-#include "dist/launch_env.hpp"  // host_name
+#include "dist/launch_env.hpp"  // host_name, process_label
 #include "dist/plain_ring.hpp"
 #include "dist/socket.hpp"      // resolve_ipv4
 #include "dist/tcp_store.hpp"
@@ -89,10 +89,10 @@ void ProcessGroupTcp::connect_ring(Clock::time_point deadline) {
   const int left_rank = neighbour(true);
   Socket listener = Socket::listen(reachable_address(*store_), 0);
   address_ = format_address(listener.local_address(), listener.local_port());
-  // The host and pid first: whoever has read our address can read them (see below), and
-  // name this process when it is lost.
+  // The host and the process first: whoever has read our address can read them (see
+  // below), and name this process when it is lost.
   store_->set(prefix_ + "/host/" + std::to_string(rank()), host_name());
-  store_->set(prefix_ + "/pid/" + std::to_string(rank()), std::to_string(::getpid()));
+  store_->set(prefix_ + "/process/" + std::to_string(rank()), process_label());
   store_->set(prefix_ + "/addr/" + std::to_string(rank()), address_);
 
   const std::string right_key = prefix_ + "/addr/" + std::to_string(right_rank);
@@ -152,12 +152,10 @@ void ProcessGroupTcp::connect_ring(Clock::time_point deadline) {
     left_address_ = s.peer_name();
     left_ = std::move(s);
   }
-  // Both neighbours published host and pid before their address: read at once, no wait.
+  // Both neighbours published their process before their address: read at once, no wait.
   auto process_of = [this](int r) -> std::string {
     try {
-      const auto now = std::chrono::milliseconds(0);
-      return store_->get(prefix_ + "/host/" + std::to_string(r), now) + ", pid " +
-             store_->get(prefix_ + "/pid/" + std::to_string(r), now);
+      return store_->get(prefix_ + "/process/" + std::to_string(r), std::chrono::milliseconds(0));
     } catch (const Error&) {
       return "";
     }
@@ -289,15 +287,14 @@ void ProcessGroupTcp::abort() noexcept {
 
 // ==== The collectives ===================================================================
 
-namespace {
-
-void check_tensor(const Tensor& t, const char* call, const char* name) {
-  DDP_CHECK(t.defined(), call, ": ", name, " is an undefined tensor");
-  DDP_CHECK(t.dtype() == DType::Float32 || t.dtype() == DType::Int64, call, ": ", name,
+void ProcessGroupTcp::check_tensor(const Tensor& t, const char* collective,
+                                   const char* name) const {
+  ProcessGroup::check_tensor(t, collective, name);
+  DDP_CHECK(t.dtype() == DType::Float32 || t.dtype() == DType::Int64, where(collective), ": ", name,
             " is ", t.describe(), "; the tcp backend reduces float32 and int64");
-  DDP_CHECK(t.is_contiguous(), call, ": ", name, " (", t.describe(),
-            ") is not contiguous\nhint: pass t.contiguous() and copy the result back");
 }
+
+namespace {
 
 std::string describe(const char* call, const Tensor& t, const char* extra = "") {
   return detail::concat(call, " of ", t.numel(), " ", dtype_name(t.dtype()), extra);

@@ -48,8 +48,7 @@ class ProcessGroupTcp final : public ProcessGroup {
   // collective's bytes as over that link (dist/link_emulation.hpp); by default whatever
   // DDP_TCP_LINK says, which is usually nothing (plain loopback or network speed).
   ProcessGroupTcp(std::shared_ptr<Store> store, int rank, int size,
-                  std::chrono::milliseconds timeout = Work::kDefaultTimeout,
-                  std::string prefix = "tcp",
+                  std::chrono::milliseconds timeout = kDefaultTimeout, std::string prefix = "tcp",
                   std::optional<LinkEmulation> link = link_emulation_from_env());
   // destroy(), when nobody called it. Never throws; on rank 0 an orderly end waits for
   // the others' "done" (at most kLeavePatience, Note [An orderly end]).
@@ -108,6 +107,9 @@ class ProcessGroupTcp final : public ProcessGroup {
   static constexpr std::chrono::microseconds kSpin{50};
 
  private:
+  // ProcessGroup's checks, and the dtypes this backend reduces: float32 and int64.
+  void check_tensor(const Tensor& t, const char* collective, const char* name) const override;
+
   using Clock = std::chrono::steady_clock;
   struct Task {
     std::shared_ptr<FutureWork> work;

@@ -18,13 +18,12 @@
 #include <thread>
 #include <utility>
 
+#include "tensor/errno_text.hpp"
 #include "tensor/error.hpp"
 
 namespace ddp {
 
 namespace {
-
-std::string errno_text(int error) { return std::string(std::strerror(error)); }
 
 void set_non_blocking(int fd) {
   const int flags = ::fcntl(fd, F_GETFL, 0);

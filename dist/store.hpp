@@ -13,12 +13,13 @@
 #include <string>
 #include <vector>
 
+#include "dist/deadline.hpp"  // kDefaultTimeout
+
 namespace ddp {
 
 class Store {
  public:
   using Clock = std::chrono::steady_clock;
-  static constexpr std::chrono::milliseconds kDefaultTimeout{std::chrono::seconds(300)};
 
   virtual ~Store() = default;
   Store() = default;

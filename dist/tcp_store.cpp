@@ -17,8 +17,9 @@
 #include <thread>
 
 #include "dist/deadline.hpp"
-#include "dist/launch_env.hpp"  // host_name
+#include "dist/launch_env.hpp"  // process_label
 #include "tensor/error.hpp"
+#include "tensor/little_endian.hpp"
 
 namespace ddp {
 
@@ -76,12 +77,10 @@ enum class Status : std::uint8_t { Ok = 0, Timeout = 1, Error = 2 };
 
 // ---- Encoding ---------------------------------------------------------------------------
 
+// Integers: put_le and get_le (tensor/little_endian.hpp).
 void put_u8(std::string& out, std::uint8_t v) { out.push_back(static_cast<char>(v)); }
-void put_uint(std::string& out, std::uint64_t v, int bytes) {
-  for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
-void put_u32(std::string& out, std::uint32_t v) { put_uint(out, v, 4); }
-void put_u64(std::string& out, std::uint64_t v) { put_uint(out, v, 8); }
+void put_u32(std::string& out, std::uint32_t v) { put_le(out, v, 4); }
+void put_u64(std::string& out, std::uint64_t v) { put_le(out, v, 8); }
 void put_str32(std::string& out, const std::string& s) {
   put_u32(out, static_cast<std::uint32_t>(s.size()));
   out += s;
@@ -89,12 +88,6 @@ void put_str32(std::string& out, const std::string& s) {
 void put_str64(std::string& out, const std::string& s) {
   put_u64(out, s.size());
   out += s;
-}
-
-std::uint64_t load_uint(const char* p, int bytes) {
-  std::uint64_t v = 0;
-  for (int i = 0; i < bytes; ++i) v |= std::uint64_t(static_cast<unsigned char>(p[i])) << (8 * i);
-  return v;
 }
 
 // Reads fields from the front of a buffer that may not hold the whole message yet.
@@ -114,13 +107,13 @@ struct Reader {
   }
   bool u32(std::uint32_t& v) {
     if (!need(4)) return false;
-    v = static_cast<std::uint32_t>(load_uint(&buffer[pos], 4));
+    v = static_cast<std::uint32_t>(get_le(&buffer[pos], 4));
     pos += 4;
     return true;
   }
   bool u64(std::uint64_t& v) {
     if (!need(8)) return false;
-    v = load_uint(&buffer[pos], 8);
+    v = get_le(&buffer[pos], 8);
     pos += 8;
     return true;
   }
@@ -637,7 +630,7 @@ TCPStore::TCPStore(TCPStoreOptions options) : options_(std::move(options)) {
              "\nhint: all ranks of one job must share the job token (DDP_JOB_TOKEN, "
              "SLURM_JOB_ID or PBS_JOBID); is another job using this port?");
   }
-  if (options_.is_server && options_.world_size > 0) set(kServerKey, this_process());
+  if (options_.is_server && options_.world_size > 0) set(kServerKey, process_label());
   if (options_.world_size > 0) join_job();
 }
 
@@ -656,10 +649,6 @@ TCPStore::TCPStore(TCPStoreOptions options) : options_(std::move(options)) {
 //     first set's ranks look at while rank 0 waits for everyone (join_job), once the tcp
 //     ring is connected, and from the watchdog (dist/parallel/watchdog.hpp): every rank
 //     of both sets stops within seconds, with the same message.
-std::string TCPStore::this_process() {
-  return detail::concat(host_name(), ", pid ", ::getpid());
-}
-
 void TCPStore::fail_conflict(const std::string& what) {
   const std::string why = detail::concat(
       what, "\nhint: the launcher was started twice on this node? (e.g. srun "
@@ -692,7 +681,7 @@ void TCPStore::probe_taken_port() {
   fail_conflict(detail::concat("two processes were started as rank 0 of this job: ", server,
                                " serves the store at ",
                                format_address(options_.host, options_.port), ", and ",
-                               this_process(), ", started later, found that port taken"));
+                               process_label(), ", started later, found that port taken"));
 }
 
 // Note [Joining the store]
@@ -720,7 +709,7 @@ void TCPStore::join_job() {
     }
   }
   if (options_.rank >= 0) {  // Note [Claiming a rank]
-    const std::string claimant = this_process();
+    const std::string claimant = process_label();
     const std::string holder =
         compare_set("__ddp/store/claim/" + std::to_string(options_.rank), "", claimant);
     if (holder != claimant) {
@@ -799,7 +788,7 @@ TCPStore::Reply TCPStore::round_trip(const Request& request,
     auto read_uint = [&](int bytes) {
       char b[8];
       socket_.recv_all(b, static_cast<std::size_t>(bytes), deadline);
-      return load_uint(b, bytes);
+      return get_le(b, bytes);
     };
     auto read_bytes = [&](std::uint64_t n) {
       DDP_CHECK(n <= kMaxValueBytes, where(), ": reply of ", n, " bytes is over the limit");

@@ -32,7 +32,7 @@ struct TCPStoreOptions {
   // never connected. With world_size > 0, every client also checks that it was started
   // with rank 0's world size.
   int rank = -1;
-  std::chrono::milliseconds timeout{Store::kDefaultTimeout};  // connect and every wait
+  std::chrono::milliseconds timeout{kDefaultTimeout};  // connect and every wait
   // Both sides must agree; a client with another token is refused. "" = no check.
   // default_job_token() reads it from the environment.
   std::string job_token;
@@ -102,7 +102,6 @@ class TCPStore final : public Store {
   // the error under kStoreConflictKey and throws it.
   void probe_taken_port();
   [[noreturn]] void fail_conflict(const std::string& what);
-  static std::string this_process();  // "node07, pid 4711"
   static constexpr const char* kServerKey = "__ddp/store/server";  // who serves the store
   void check_key(const std::string& key) const;
   std::string where() const;  // "TCPStore client of 127.0.0.1:29500"

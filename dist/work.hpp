@@ -14,12 +14,12 @@
 #include <mutex>
 #include <string>
 
+#include "dist/deadline.hpp"  // kDefaultTimeout
+
 namespace ddp {
 
 class Work {
  public:
-  static constexpr std::chrono::milliseconds kDefaultTimeout{std::chrono::seconds(300)};
-
   virtual ~Work() = default;
   Work() = default;
   Work(const Work&) = delete;

@@ -26,6 +26,6 @@ rc=0
 ddp_run_stoppable mpirun -np "${DDP_RANKS:-4}" --oversubscribe \
   ${DDP_HOSTFILE:+--hostfile "$DDP_HOSTFILE"} -x MASTER_ADDR -x MASTER_PORT -x DDP_JOB_TOKEN \
   -x OMP_NUM_THREADS "$program" $DDP_TRAIN_ARGS --backend "${DDP_BACKEND:-auto}" \
-  --save "$checkpoint" --resume auto --timeout "${DDP_TIMEOUT:-300}" || rc=$?
+  --save "$checkpoint" --resume auto ${DDP_TIMEOUT:+--timeout "$DDP_TIMEOUT"} || rc=$?
 if ((rc == 75)); then echo "launch: stopped and saved; run the same command again to continue"; fi
 exit "$rc"

@@ -14,7 +14,8 @@
 #
 # The checkpoint is ch08_teardown-<job id>.ckpt in the submit folder (DDP_CKPT_DIR: another
 # folder every node sees); a requeued job keeps its id, so it finds it. Every collective
-# and store call has a deadline, DDP_TIMEOUT seconds (ddp-train --timeout, default 300):
+# and store call has a deadline, DDP_TIMEOUT seconds when set (ddp-train --timeout; unset:
+# ddp-train's default, kDefaultTimeout in dist/deadline.hpp, 300 s):
 # a rank that dies or hangs ends the job within it, with a diagnosis, instead of burning
 # the allocation. Exit codes (dist/parallel/exit_codes.hpp): 0 done, 75 stopped and saved
 # (requeued here up to DDP_MAX_REQUEUES times, default 3), 4 the watchdog gave up, 1 an
@@ -45,7 +46,7 @@ program=$(ddp_program ddp-train)    # exits with a hint when it is not built
 checkpoint=${DDP_CKPT_DIR:-$PWD}/ch08_teardown-$DDP_JOB_ID.ckpt
 echo "launch: run $((${SLURM_RESTART_COUNT:-0} + 1)) of job $DDP_JOB_ID; checkpoint $checkpoint"
 args=(--backend "${DDP_BACKEND:-auto}" --save "$checkpoint" --resume auto
-      --timeout "${DDP_TIMEOUT:-300}")
+      ${DDP_TIMEOUT:+--timeout "$DDP_TIMEOUT"})
 
 rc=0
 # shellcheck disable=SC2086  # DDP_TRAIN_ARGS is a list of flags

@@ -6,9 +6,13 @@
 // buffers "running_mean" (C, 0) and "running_var" (C, 1). PyTorch also keeps an int64
 // "num_batches_tracked", which only matters when momentum is None; it is left out here
 // (and is absent from the parity fixture, which keeps floating-point tensors only).
-// Under DDP every rank normalises with the statistics of its own batch; DDP broadcasts
-// rank 0's running statistics before each forward (broadcast_buffers, as PyTorch does).
-// dist/parallel/sync_batch_norm.hpp is the variant whose statistics are the global batch's.
+// Under DDP (chapter 06) every rank normalises with the statistics of its own shard of the
+// batch, and its running statistics follow that shard. DDP's broadcast_buffers (on by
+// default, as in PyTorch) copies rank 0's running statistics to every rank before each
+// training forward; the last forward still moves each rank's copy, so ddp-train calls
+// sync_buffers() before it evaluates. SyncBatchNorm2d (dist/parallel/sync_batch_norm.hpp)
+// normalises with the statistics of the global batch instead, and every rank updates its
+// running statistics with those same values.
 #pragma once
 
 #include <cstdint>

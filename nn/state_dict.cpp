@@ -16,6 +16,8 @@
 #include <unordered_set>
 
 #include "nn/module.hpp"
+#include "tensor/errno_text.hpp"
+#include "tensor/little_endian.hpp"
 
 namespace ddp::nn {
 
@@ -39,14 +41,11 @@ std::uint32_t crc32_of(const void* data, std::size_t size) {
   return static_cast<std::uint32_t>(crc);
 }
 
-// ---- Byte encoding: little-endian, one byte at a time ---------------------------------------
+// ---- Byte encoding: little-endian (tensor/little_endian.hpp) --------------------------------
 
 template <typename T>
 void put(std::string& out, T value) {
-  const auto bits = static_cast<std::uint64_t>(value);
-  for (std::size_t i = 0; i < sizeof(T); ++i) {
-    out.push_back(static_cast<char>((bits >> (8 * i)) & 0xFF));
-  }
+  put_le(out, static_cast<std::uint64_t>(value), sizeof(T));
 }
 
 std::string encode(const StateDict& state) {
@@ -74,8 +73,6 @@ std::string encode(const StateDict& state) {
 }
 
 // ---- Writing: temporary file, fsync, rename, fsync the folder -------------------------------
-
-std::string errno_text() { return std::strerror(errno); }
 
 std::string hex(std::uint32_t value) {
   char text[16];
@@ -198,10 +195,7 @@ class Reader {
   template <typename T>
   T get(const char* what) {
     need(sizeof(T), what);
-    std::uint64_t bits = 0;
-    for (std::size_t i = 0; i < sizeof(T); ++i) {
-      bits |= static_cast<std::uint64_t>(static_cast<unsigned char>(bytes_[pos_ + i])) << (8 * i);
-    }
+    const std::uint64_t bits = get_le(bytes_.data() + pos_, sizeof(T));
     pos_ += sizeof(T);
     return static_cast<T>(bits);
   }

@@ -2,8 +2,8 @@
 // Introduced in chapter 00 ("reading a failure").
 //
 // A message says what failed (the condition or call, as written), where (file:line),
-// and, when a fix is known, what to do (a line starting "hint:"). Rank and host are
-// prefixed by dist/ (chapter 05), which knows them; this layer does not.
+// and, when a fix is known, what to do (a line starting "hint:"). This layer knows no rank or
+// host: dist/ names them in its own messages (ProcessGroup::who()), main() in what it reports.
 #pragma once
 
 #include <sstream>

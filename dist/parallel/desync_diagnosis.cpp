@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <map>
 
+#include "dist/launch_env.hpp"  // rank_label
 #include "tensor/error.hpp"
 
 namespace ddp {
@@ -138,9 +139,9 @@ std::string diagnose_desync(const std::vector<std::optional<Tail>>& tails,
   for (std::size_t r = 0; r < tails.size(); ++r) {
     if (tails[r]) continue;
     missing.push_back(static_cast<int>(r));
-    const bool known = r < processes.size() && !processes[r].empty();
-    lost += detail::concat(lost.empty() ? "" : "; ", "rank ", r,
-                           known ? " (" + processes[r] + ")" : std::string());
+    lost +=
+        detail::concat(lost.empty() ? "" : "; ",
+                       rank_label(static_cast<int>(r), r < processes.size() ? processes[r] : ""));
   }
   if (!lost.empty()) {
     lost += detail::concat(" sent no ledger: ",

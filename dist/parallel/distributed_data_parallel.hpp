@@ -43,12 +43,14 @@ enum class GradientSync {
 const char* to_string(GradientSync sync);  // "per-parameter", "flat", "bucketed"
 
 struct DDPOptions {
-  // Before each forward with grad on, rank 0's buffers (BatchNorm's running statistics)
-  // are broadcast to every rank, so that all evaluate with rank 0's (PyTorch's default).
+  // Before each training forward (grad on, module training), rank 0's buffers (BatchNorm's
+  // running statistics) are broadcast to every rank, so that they do not drift apart
+  // (PyTorch's default). That forward then updates each rank's copy from its own shard:
+  // call sync_buffers() before evaluating, for every rank to evaluate with rank 0's.
   bool broadcast_buffers = true;
   GradientSync gradient_sync = GradientSync::Bucketed;
   // How long one collective may take before wait() gives up (Work::wait's timeout).
-  std::chrono::milliseconds timeout = Work::kDefaultTimeout;
+  std::chrono::milliseconds timeout = kDefaultTimeout;
   // For GradientSync::Bucketed: bucket caps, find_unused_parameters, rebuild. Its
   // timeout is ignored: `timeout` above applies.
   ReducerOptions reducer = {};

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "dist/launch_env.hpp"  // process_label, rank_label
 #include "tensor/error.hpp"
 
 namespace ddp::ledger {
@@ -73,8 +74,7 @@ const Entry* Tail::waiting_in() const {
 }
 
 std::string Tail::who() const {
-  if (host.empty()) return detail::concat("rank ", rank);
-  return detail::concat("rank ", rank, " (", host, ", pid ", pid, ")");
+  return rank_label(rank, host.empty() ? "" : process_label(host, pid));
 }
 
 // ==== The text of a tail ==================================================================

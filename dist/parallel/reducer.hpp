@@ -73,7 +73,7 @@ struct ReducerOptions {
   bool find_unused_parameters = false;
   // After the first step, regroup the buckets in the order the gradients really came.
   bool rebuild_buckets = true;
-  std::chrono::milliseconds timeout = Work::kDefaultTimeout;
+  std::chrono::milliseconds timeout = kDefaultTimeout;
 };
 
 class Reducer {

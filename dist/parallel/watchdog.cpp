@@ -11,7 +11,7 @@
 #include <optional>
 #include <span>
 
-#include "dist/launch_env.hpp"  // host_name
+#include "dist/launch_env.hpp"  // host_name, process_label, rank_label
 #include "dist/parallel/desync_diagnosis.hpp"
 #include "dist/parallel/exit_codes.hpp"
 #include "dist/tcp_store.hpp"  // kStoreConflictKey
@@ -88,8 +88,8 @@ void WatchedGroup::State::fail(const std::string& why, int exit_code) {
   if (store) {
     try {
       store->set(key("tail", rank), ledger::encode(tail), kReportTimeout);
-      const std::string first = detail::concat("rank ", rank, " (", host, ", pid ", pid, "): ",
-                                               cut(why, kReasonChars));
+      const std::string first =
+          detail::concat(rank_label(rank, process_label(host, pid)), ": ", cut(why, kReasonChars));
       store->compare_set(key("abort"), "", first);
       published = true;
     } catch (const std::exception&) {  // the store is gone: nobody gathers; say it here
@@ -246,8 +246,7 @@ WatchedGroup::WatchedGroup(std::unique_ptr<ProcessGroup> inner, WatchOptions opt
             ": watch(): the call check (check_calls, DDP_DISTRIBUTED_DEBUG=DETAIL) all-gathers "
             "a CPU tensor, which nccl cannot\nhint: debug the desync with the tcp backend");
   if (store_) {
-    store_->set(state_->key("process", rank()),
-                detail::concat(state_->host, ", pid ", state_->pid));
+    store_->set(state_->key("process", rank()), process_label(state_->host, state_->pid));
     // Rank 0 serves the store: the one process every rank must be able to name when the
     // store goes (the others are named by the ledgers, or by the group's own errors).
     state_->rank0_process = store_->get(state_->key("process", 0), options_.timeout);
@@ -482,10 +481,10 @@ WatchedGroup::~WatchedGroup() {
   if (thread_.joinable()) thread_.join();
   if (store_) {
     try {
-      store_->compare_set(state_->key("abort"), "",
-                          detail::concat("rank ", state_->rank, " (", state_->host, ", pid ",
-                                         state_->pid,
-                                         "): left with an error (its own message says why)"));
+      store_->compare_set(
+          state_->key("abort"), "",
+          detail::concat(rank_label(state_->rank, process_label(state_->host, state_->pid)),
+                         ": left with an error (its own message says why)"));
     } catch (const std::exception&) {  // the store is gone: the others see that too
     }
   }

@@ -33,7 +33,7 @@ struct WatchOptions {
   // A collective still in flight this long after it was called has hung. The wrapped
   // group's own timeout (InitOptions::timeout) should be the same: whichever expires
   // first, the failure takes the one path of Note [Failing once].
-  std::chrono::milliseconds timeout{Work::kDefaultTimeout};
+  std::chrono::milliseconds timeout{kDefaultTimeout};
   // Where the ranks' ledgers meet; null: the wrapped group's store() (none for mpi:
   // each rank then prints its own ledger, and no diagnosis compares them).
   std::shared_ptr<Store> store;

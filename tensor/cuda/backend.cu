@@ -197,7 +197,8 @@ class CudaBackend final : public Backend {
 // caching_allocator.hpp). Two backends for cuda:0 would be two allocators and two
 // streams, and a block freed by one could be reused by the other while still in use.
 // Tensors find the backend from their Device alone (backend_for), so this one table is
-// process-wide; it is the only such object in ddp.cpp, and it is guarded by a mutex
+// process-wide, as the CPU backend (tensor/cpu/backend.cpp) and the cache of page-locked
+// host memory (tensor/storage.cpp) are for the same reason; it is guarded by a mutex
 // because data-loading threads may create tensors.
 //
 // The table is never destroyed. Destroying it at exit would race with tensors held in

@@ -1,14 +1,17 @@
-// CachingAllocator: keeps freed GPU blocks for reuse, so that a training loop in its
-// steady state makes no cudaMalloc/cudaFree calls at all. Chapter 02.
+// CachingAllocator: keeps freed blocks for reuse, so that a training loop in its steady
+// state asks the system for no memory at all. Chapter 02, for GPU memory; the same class
+// also caches host memory (the CPU backend, Note [Caching host memory] in
+// tensor/cpu/backend.cpp) and page-locked host memory (empty_pinned, tensor/storage.cpp).
 //
-// Why: cudaMalloc and cudaFree are slow (cudaFree synchronises the whole device), and a
-// training step allocates and frees the same sizes every iteration. Sizes are rounded
-// up to a few classes and freed blocks are kept in a free list per class; a request is
-// served from the list when it can be, from the device otherwise.
+// Why: cudaMalloc and cudaFree are slow (cudaFree synchronises the whole device), fresh
+// host pages cost page faults, and a training step allocates and frees the same sizes
+// every iteration. Sizes are rounded up to a few classes and freed blocks are kept in a
+// free list per class; a request is served from the list when it can be, from RawMemory
+// otherwise.
 //
 // The policy is plain C++ over a RawMemory interface, so the same class is tested on a
 // machine without a GPU (with a counting fake) and used on a GPU (with cudaMalloc).
-// Blocks are stream-ordered on the one compute stream of their device: a block freed
+// GPU blocks are stream-ordered on the one compute stream of their device: a block freed
 // by the host may still be read by a queued kernel, and the next kernel that reuses it
 // is queued behind that one on the same stream, so reuse is safe without waiting.
 // So a block used by ANOTHER stream (a staging copy on the copy stream, a collective on
@@ -40,7 +43,8 @@ struct AllocatorStats {
 
 class CachingAllocator {
  public:
-  // Where the memory really comes from: cudaMalloc/cudaFree on a GPU, a fake in tests.
+  // Where the memory really comes from: cudaMalloc/cudaFree on a GPU, aligned_alloc or
+  // cudaHostAlloc on the host, a counting fake in tests.
   class RawMemory {
    public:
     virtual ~RawMemory() = default;
@@ -56,7 +60,7 @@ class CachingAllocator {
   CachingAllocator& operator=(const CachingAllocator&) = delete;
 
   // Thread-safe. Throws ddp::Error (with the sizes involved) when even after emptying
-  // the cache the device has no memory left. nbytes == 0 returns nullptr.
+  // the cache RawMemory has no memory left. nbytes == 0 returns nullptr.
   void* allocate(std::size_t nbytes);
   void deallocate(void* ptr) noexcept;
   // Gives every cached (free) block back to RawMemory.

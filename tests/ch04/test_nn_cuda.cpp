@@ -11,18 +11,18 @@
 #include "nn/resnet_mnist.hpp"
 #include "nn/sgd.hpp"
 #include "tensor/random.hpp"
-#include "tests/ch04/resnet_fixture.hpp"
+#include "nn/resnet_fixture.hpp"
 
 using ddp::Device;
 using ddp::Generator;
 using ddp::Variable;
-using ddp::fixture::relative_error;
+using ddp::nn::relative_error;
 using ddp::nn::ResNetMnist;
 
 namespace {
 
-const ddp::fixture::ResNetFixture& fixture() {
-  static const auto fx = ddp::fixture::load_resnet_fixture(DDP_RESNET_FIXTURE_DIR);
+const ddp::nn::ResNetFixture& fixture() {
+  static const auto fx = ddp::nn::load_resnet_fixture(DDP_RESNET_FIXTURE_DIR);
   return fx;
 }
 

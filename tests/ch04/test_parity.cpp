@@ -16,12 +16,12 @@
 #include "nn/sgd.hpp"
 #include "tensor/ops.hpp"
 #include "tensor/random.hpp"
-#include "tests/ch04/resnet_fixture.hpp"
+#include "nn/resnet_fixture.hpp"
 
 using ddp::Generator;
 using ddp::Tensor;
 using ddp::Variable;
-using ddp::fixture::relative_error;
+using ddp::nn::relative_error;
 using ddp::nn::ResNetMnist;
 
 namespace {
@@ -30,8 +30,8 @@ constexpr double kLogitsTol = 1e-4;  // logits and loss, relative
 constexpr double kGradTol = 1e-3;    // every parameter's gradient
 constexpr double kAfter3Tol = 5e-3;  // every parameter and BN buffer after 3 steps
 
-const ddp::fixture::ResNetFixture& fixture() {
-  static const auto fx = ddp::fixture::load_resnet_fixture(DDP_RESNET_FIXTURE_DIR);
+const ddp::nn::ResNetFixture& fixture() {
+  static const auto fx = ddp::nn::load_resnet_fixture(DDP_RESNET_FIXTURE_DIR);
   return fx;
 }
 

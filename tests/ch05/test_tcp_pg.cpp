@@ -315,6 +315,14 @@ TEST_CASE("tcp collectives refuse a bad root or mismatched tensors and name the 
   CHECK_THROWS_WITH(me.group->reduce_scatter(two, three),
                     Catch::Contains("input has 3 elements, expected size() * output.numel() "
                                     "= 1 * 2"));
+  Tensor undefined;
+  CHECK_THROWS_WITH(me.group->all_reduce(undefined),
+                    Catch::Contains("rank 0/1 (tcp, ") &&
+                        Catch::Contains(") all_reduce: tensor is undefined"));
+  Tensor strided = ddp::zeros({3, 2}).t();
+  CHECK_THROWS_WITH(me.group->broadcast(strided, 0),
+                    Catch::Contains(") broadcast: tensor (float32 (2, 3) on cpu) must be "
+                                    "contiguous\nhint: pass t.contiguous()"));
   // Refused before anything was queued: the group still works.
   CHECK(check_collectives<float>(*me.group, {5}) == 0);
 }

@@ -72,7 +72,8 @@ Trains the ResNet-style network of chapter 04 on MNIST and reports test accuracy
                         mpirun/mpiexec (it gives ranks a pseudo-terminal whose output
                         ends up in a log)
   --timeout SECONDS     how long a rank waits for the others in the rendezvous and in
-                        every collective before it fails (default 300; PyTorch: 1800,
+                        every collective before it fails (default )" +
+         std::to_string(TrainOptions::kDefaultTimeoutSeconds) + R"(; PyTorch: 1800,
                         600 for NCCL)
 
 Data parallel (chapter 06): started by ddprun, srun, mpirun or torchrun, every rank

@@ -3,9 +3,12 @@
 // Chapter 04; the data-parallel flags are chapter 06's, the Reducer's chapter 07's.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
+
+#include "dist/deadline.hpp"  // kDefaultTimeout
 
 namespace ddp::train {
 
@@ -37,9 +40,9 @@ struct TrainOptions {
   // How rank 0 shows progress within an epoch: bar | lines | none | auto (progress.hpp).
   std::string progress = "auto";
   // Seconds a rank waits for the others (rendezvous, every collective) before it gives up
-  // with an error: InitOptions::timeout. PyTorch's default is 30 min (10 min for NCCL); a
-  // run on one node needs far less, and a dead peer is noticed sooner.
-  static constexpr int kDefaultTimeoutSeconds = 300;
+  // with an error: InitOptions::timeout. Default: dist/'s kDefaultTimeout (deadline.hpp).
+  static constexpr int kDefaultTimeoutSeconds =
+      std::chrono::duration_cast<std::chrono::seconds>(kDefaultTimeout).count();
   int timeout_s = kDefaultTimeoutSeconds;
   // Data parallelism (chapter 06); used when a launcher started several ranks.
   std::string backend = "auto";     // tcp | mpi | nccl | auto (nccl on GPUs, else tcp)

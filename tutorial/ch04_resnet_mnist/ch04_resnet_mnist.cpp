@@ -18,7 +18,7 @@
 #include "nn/resnet_mnist.hpp"
 #include "nn/sgd.hpp"
 #include "tensor/random.hpp"
-#include "tests/ch04/resnet_fixture.hpp"
+#include "nn/resnet_fixture.hpp"
 
 namespace {
 
@@ -92,8 +92,8 @@ struct Check {
 };
 
 bool check_parity(const std::string& dir) {
-  using ddp::fixture::relative_error;
-  const auto fx = ddp::fixture::load_resnet_fixture(dir);
+  using ddp::nn::relative_error;
+  const auto fx = ddp::nn::load_resnet_fixture(dir);
   std::printf("Parity with PyTorch 1.13 (fixture %s), relative error ||a-b||/||b||:\n",
               dir.c_str());
   ddp::Generator gen(0);

@@ -10,11 +10,13 @@
 // is known in closed form, and time a 4 MiB all-reduce in nccl-tests' units. No model,
 // no autograd: that is chapter 06.
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <exception>
 #include <string>
 #include <string_view>
 
+#include "dist/bandwidth.hpp"
 #include "dist/init.hpp"
 #include "dist/launch_env.hpp"
 #include "dist/process_group_tcp.hpp"
@@ -123,8 +125,8 @@ int run(int argc, char** argv) {
   if (rank == 0) std::printf("all_reduce(sum) of rank+1 over %d ranks = %g, as expected\n",
                              world, static_cast<double>(expected));
 
-  // 4. How fast? 4 MiB of float32, a few times; nccl-tests' definitions:
-  //    algbw = bytes / time, busbw = algbw * 2 (world - 1) / world.
+  // 4. How fast? 4 MiB of float32, a few times; algbw and busbw as nccl-tests defines
+  //    them (dist/bandwidth.hpp).
   ddp::Tensor big = ddp::ones({1 << 20}, on);
   group->all_reduce(big)->wait();  // warm-up
   group->barrier()->wait();
@@ -134,11 +136,11 @@ int run(int argc, char** argv) {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / kIters;
   if (rank == 0) {
-    const double bytes = 4.0 * (1 << 20);
-    const double algbw = bytes / seconds / 1e9;
+    const std::int64_t bytes = big.numel() * 4;
     std::printf("all_reduce of 4 MiB (%s, %s): %.0f us, algbw %.2f GB/s, busbw %.2f GB/s\n",
-                group->backend_name().c_str(), on.device.str().c_str(), seconds * 1e6, algbw,
-                algbw * 2.0 * (world - 1) / world);
+                group->backend_name().c_str(), on.device.str().c_str(), seconds * 1e6,
+                ddp::algbw(bytes, seconds) / 1e9,
+                ddp::all_reduce_busbw(bytes, seconds, world) / 1e9);
   }
 
   // 5. Leave together: nobody tears down its sockets while a peer still talks to it.

@@ -1,7 +1,8 @@
 // The PyTorch parity fixture of chapter 04 (tests/data/resnet_mnist/README.md): PyTorch's
 // initial weights, one batch of 16 images, and what PyTorch computed from them (logits,
-// loss, gradients, the state after 3 SGD steps). Read by tests/ch04/test_parity.cpp,
-// test_nn_cuda.cpp and tutorial/ch04_resnet_mnist. Test support only, not part of ddp::nn.
+// loss, gradients, the state after 3 SGD steps): the reference that ResNetMnist is held
+// to. Read by tutorial/ch04_resnet_mnist and by tests/ch04 (test_parity.cpp,
+// test_nn_cuda.cpp); it is part of ddp::nn so that a program may read it too.
 #pragma once
 
 #include <filesystem>
@@ -12,7 +13,7 @@
 #include "nn/state_dict.hpp"
 #include "tensor/tensor.hpp"
 
-namespace ddp::fixture {
+namespace ddp::nn {
 
 struct ResNetFixture {
   std::filesystem::path dir;
@@ -34,4 +35,4 @@ ResNetFixture load_resnet_fixture(const std::filesystem::path& dir);
 // a and b must have the same number of elements (their shapes may differ: (1) vs ()).
 double relative_error(const Tensor& a, const Tensor& b);
 
-}  // namespace ddp::fixture
+}  // namespace ddp::nn

@@ -1,12 +1,12 @@
-// Reading the PyTorch parity fixture (see resnet_fixture.hpp).
-#include "tests/ch04/resnet_fixture.hpp"
+// Reading the PyTorch parity fixture (see resnet_fixture.hpp). Chapter 04.
+#include "nn/resnet_fixture.hpp"
 
 #include <cmath>
 #include <cstdint>
 #include <fstream>
 #include <sstream>
 
-namespace ddp::fixture {
+namespace ddp::nn {
 
 const Tensor& ResNetFixture::at(const std::string& name) const {
   auto it = tensors.find(name);
@@ -104,4 +104,4 @@ double relative_error(const Tensor& a, const Tensor& b) {
   return std::sqrt(diff / norm);
 }
 
-}  // namespace ddp::fixture
+}  // namespace ddp::nn
