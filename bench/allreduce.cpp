@@ -28,6 +28,8 @@
 #include "bench/anchor_json.hpp"
 #include "bench/bench_args.hpp"
 #include "bench/timing.hpp"
+#include "dist/bandwidth.hpp"
+#include "dist/deadline.hpp"
 #include "dist/init.hpp"
 #include "dist/process_group.hpp"
 #include "dist/process_group_tcp.hpp"
@@ -44,7 +46,8 @@ struct Options {
   std::string label;  // "tcp", "mpi-tcp", "mpi-shm"; derived from the backend when empty
   std::vector<std::int64_t> sizes = {4096, 65536, 1048576, 16777216, 67108864};  // bytes
   int reps = 10;
-  int timeout_s = 300;
+  int timeout_s = static_cast<int>(
+      std::chrono::duration_cast<std::chrono::seconds>(ddp::kDefaultTimeout).count());
   bool floor = false;  // also time the plain TCP traffic of each size (tcp backend only)
   std::optional<ddp::LinkEmulation> link;  // the tcp group's emulated link (DDP_TCP_LINK)
   std::string anchors = ddp::bench::default_anchors_dir();
@@ -350,10 +353,9 @@ LinkModel link_model(const ddp::LinkEmulation& link, std::int64_t bytes, int wor
 
 // ---- Printing --------------------------------------------------------------------------
 
-// nccl-tests' definitions: algbw = bytes / time; busbw = algbw * 2(n-1)/n, the bytes
-// each rank's link carries in a ring all-reduce, comparable across world sizes.
+// busbw in GB/s (dist/bandwidth.hpp has the definition).
 double busbw_gbps(std::int64_t bytes, double seconds, int world) {
-  return static_cast<double>(bytes) / seconds / 1e9 * 2.0 * (world - 1) / world;
+  return ddp::all_reduce_busbw(bytes, seconds, world) / 1e9;
 }
 
 void print_header(const Options& o, int world, const std::vector<Anchor>& anchors,
@@ -390,7 +392,7 @@ void print_row(const Result& r, int world, const std::vector<Anchor>& anchors,
   std::printf("%10lld %10lld %6s %6d %10.1f %10.1f %8.3f %8.3f %8.3f |",
               static_cast<long long>(r.bytes), static_cast<long long>(r.bytes / 4), "float",
               r.iters, median * 1e6, r.per_call.min_s * 1e6,
-              static_cast<double>(r.bytes) / median / 1e9, busbw_gbps(r.bytes, median, world),
+              ddp::algbw(r.bytes, median) / 1e9, busbw_gbps(r.bytes, median, world),
               busbw_gbps(r.bytes, r.per_call.min_s, world));
   std::string ratios;
   for (const Anchor& a : anchors) {
