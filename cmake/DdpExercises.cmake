@@ -66,11 +66,12 @@ function(ddp_exercise_pointer out id)
       PARENT_SCOPE)
 endfunction()
 
-# ddp_exercise_test_twins(<program> <libs...>): called by ddp_add_test for every test
-# program named in the table's "checked by" column. Registers "chNN.exNN.M: ..." (the
-# tagged cases on the reference, labels chNN, exNN.M, exercises) and a copy of the
-# program linked with the exercise's stub (the second way of Note [How an exercise
-# replaces the reference]), whose tagged cases must fail with the stub's pointer.
+# ddp_exercise_test_twins(<program> <objects> <timeout> <libs...>): ddp_add_test calls it
+# for every test program named in the table's "checked by" column (<objects>: the object
+# library it is built from). Registers "chNN.exNN.M: ..." (the tagged cases on the
+# reference, labels chNN, exNN.M, exercises) and a copy of the program linked with the
+# exercise's stub (the second way of Note [How an exercise replaces the reference]),
+# whose tagged cases must fail with the stub's pointer.
 function(ddp_exercise_test_twins program objects timeout)
   foreach(id IN LISTS DDP_EXERCISE_IDS)
     if(NOT DDP_EXERCISE_${id}_PROGRAM STREQUAL program)
