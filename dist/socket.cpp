@@ -112,6 +112,7 @@ Socket& Socket::operator=(Socket&& other) noexcept {
   if (this != &other) {
     close();
     fd_ = other.release();
+    peer_ = std::move(other.peer_);
   }
   return *this;
 }
@@ -199,6 +200,7 @@ Socket Socket::connect(const std::string& host, int port, Clock::time_point dead
       }
       if (error == 0) {
         s.set_no_delay();
+        s.peer_ = s.peer_name();
         return s;
       }
       last_error = errno_text(error);
@@ -219,6 +221,7 @@ Socket Socket::accept(Clock::time_point deadline) const {
     if (fd >= 0) {
       Socket s(fd);
       s.set_no_delay();
+      s.peer_ = s.peer_name();
       return s;
     }
     if (errno == EINTR || errno == ECONNABORTED) continue;
@@ -314,6 +317,7 @@ std::string Socket::local_address() const {
 }
 
 std::string Socket::peer_name() const {
+  if (!peer_.empty()) return peer_;
   sockaddr_storage addr{};
   socklen_t len = sizeof addr;
   if (::getpeername(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return "?";

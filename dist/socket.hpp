@@ -24,7 +24,7 @@ class Socket {
   Socket() = default;  // no socket: valid() == false
   explicit Socket(int fd) : fd_(fd) {}
   ~Socket() { close(); }
-  Socket(Socket&& other) noexcept : fd_(other.release()) {}
+  Socket(Socket&& other) noexcept : fd_(other.release()), peer_(std::move(other.peer_)) {}
   Socket& operator=(Socket&& other) noexcept;
   Socket(const Socket&) = delete;
   Socket& operator=(const Socket&) = delete;
@@ -76,6 +76,9 @@ class Socket {
 
  private:
   int fd_ = -1;
+  // peer_name() as it was right after connect() or accept(): an error message still
+  // names the peer once it has reset the connection (getpeername() then fails).
+  std::string peer_;
 };
 
 // Memory to recv() into that starts on a page boundary. Where a receive buffer starts

@@ -237,6 +237,25 @@ TEST_CASE("TCPStore waits for world_size clients or says how many came", "[ch05]
   other.join();
 }
 
+TEST_CASE("A socket still names its peer after the peer reset the connection", "[ch05][store]") {
+  const auto soon = ddp::Socket::Clock::now() + 5s;
+  ddp::Socket server = ddp::Socket::listen("127.0.0.1", 0);
+  ddp::Socket client = ddp::Socket::connect("127.0.0.1", server.local_port(), soon);
+  ddp::Socket accepted = server.accept(soon);
+  REQUIRE(accepted.valid());
+  const std::string server_name = "127.0.0.1:" + std::to_string(server.local_port());
+  CHECK(client.peer_name() == server_name);
+  CHECK(accepted.peer_name() == "127.0.0.1:" + std::to_string(client.local_port()));
+  // SO_LINGER 0: close() resets the connection, after which getpeername() fails with
+  // ENOTCONN on the client; its error must still say whom it lost.
+  const linger reset{1, 0};
+  REQUIRE(::setsockopt(accepted.fd(), SOL_SOCKET, SO_LINGER, &reset, sizeof reset) == 0);
+  accepted.close();
+  char byte = 0;
+  CHECK_THROWS_WITH(client.recv_all(&byte, 1, soon), Catch::StartsWith(server_name) ||
+                                                         Catch::Contains("from " + server_name));
+}
+
 TEST_CASE("TCPStore refuses a client with another job token", "[ch05][store]") {
   TCPStore server(server_options("job-A"));
   CHECK_THROWS_WITH(TCPStore(client_options(server.port(), "job-B")),

@@ -38,11 +38,13 @@ int main(int argc, char** argv) {
     std::fputs(usage().c_str(), stdout);
     return 0;
   }
-  // Before the rendezvous: a signal during start-up stops the run after its first step.
+  // Before the rendezvous: a signal during start-up ends the process at once, with 75
+  // (stop_request.hpp); once the Trainer is ready, it stops the run after a step.
   install_stop_handlers();
   try {
     const auto start = std::chrono::steady_clock::now();
     Trainer trainer(options);
+    start_training();
     // Rank 0 speaks for the job; the other ranks print only their errors.
     const bool speaker = trainer.rank() == 0;
     if (speaker) std::printf("ddp-train: %s\n", trainer.describe_recipe().c_str());

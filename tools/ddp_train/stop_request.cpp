@@ -15,12 +15,23 @@
 // again. Those repeats change nothing; SLURM's SIGKILL after KillWait is the hard stop.
 // SA_RESTART resumes the system calls the signal interrupted (a socket read in the middle
 // of an all-reduce); poll(), which is never restarted, is retried on EINTR in dist/.
+//
+// Before the first step (the rendezvous, building the model, reading --resume) there is
+// no step to finish and nothing to save, and a rank may be waiting for peers that never
+// come (a launcher started twice, a rank that died): a stop kept for the first step end
+// would wait out the whole --timeout. So until start_training(), the handler writes one
+// line and ends the process with 75 at once (write and _exit are async-signal-safe); a
+// --resume checkpoint is only read, never touched, before then.
 #include "tools/ddp_train/stop_request.hpp"
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <csignal>
+#include <cstring>
+
+#include "dist/parallel/exit_codes.hpp"
 
 namespace ddp::train {
 
@@ -33,9 +44,22 @@ namespace {
 std::atomic<int> received{0};
 static_assert(std::atomic<int>::is_always_lock_free, "a signal handler needs a lock-free flag");
 
+std::atomic<bool> training{false};  // set by start_training()
+
 constexpr int kStopSignals[] = {SIGTERM, SIGINT, SIGUSR1};
 
+// Ends the process from the handler: only async-signal-safe calls, constant strings.
+[[noreturn]] void stop_during_start_up(int sig) {
+  const char* name = sig == SIGTERM ? "TERM" : sig == SIGINT ? "INT" : "USR1";
+  for (const char* part : {"ddp-train: stopped by SIG", name,
+                           " while starting, before the first step: nothing to save\n"}) {
+    [[maybe_unused]] const ssize_t written = ::write(STDERR_FILENO, part, std::strlen(part));
+  }
+  ::_exit(kExitStopped);
+}
+
 void on_stop_signal(int sig) {
+  if (!training.load()) stop_during_start_up(sig);
   if (received.load() != 0 && sig == SIGINT) {  // Ctrl-C again: die of it now
     ::signal(sig, SIG_DFL);
     ::raise(sig);
@@ -57,6 +81,8 @@ void install_stop_handlers() {
   action.sa_flags = SA_RESTART;
   for (int sig : kStopSignals) sigaction(sig, &action, nullptr);
 }
+
+void start_training() { training.store(true); }
 
 int stop_signal() { return received.load(); }
 
