@@ -65,7 +65,7 @@ esac
 
 # 75: stopped on request, checkpoint written (dist/parallel/exit_codes.hpp). SLURM keeps
 # the job id, so the next run finds the checkpoint; it starts after SLURM's requeue delay
-# (about two minutes) once resources are free.
+# (the credential lifetime, AuthInfo cred_expire: 120 s by default) once resources are free.
 if ((rc == 75)) && ((${SLURM_RESTART_COUNT:-0} < ${DDP_MAX_REQUEUES:-3})); then
   echo "launch: stopped and saved; requeueing job $DDP_JOB_ID"
   scontrol requeue "$DDP_JOB_ID"

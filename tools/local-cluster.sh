@@ -53,6 +53,9 @@
 #   LOCAL_SLURM_MPI_DEFAULT  MpiDefault in slurm.conf (none|pmix|pmi2) [none]
 #   LOCAL_SLURM_TIMEOUT      seconds to wait for start/stop steps [30]
 #   LOCAL_SLURM_MIN_JOB_AGE  MinJobAge (s); keep small for fast `sbatch --wait` [4]
+#   LOCAL_SLURM_FIRST_JOB_ID the first job's id (jobs count up from it) [1]
+#   LOCAL_SLURM_CRED_EXPIRE  AuthInfo cred_expire (s): also how long a requeued job
+#                            waits before it runs again (SLURM's default: 120) [10]
 #   LOCAL_SLURM_GPUS         FAKE GPUs per node (GRES gpu, /dev/null-like devices) so
 #                            that --gpus-per-node/--gres=gpu:N jobs are accepted [0]
 # =============================================================================
@@ -251,7 +254,10 @@ SlurmdUser=root
 # Authentication: our own munged (own key + socket), no system munge needed.
 AuthType=auth/munge
 CredType=cred/munge
-AuthInfo=socket=$MUNGE_SOCKET
+# cred_expire: a job step's credential lives this long, and a requeued job waits as long
+# before its next run (its old credential is revoked until then; a run started sooner is
+# killed: "Job credential revoked"). 120 s by default; 10 s is plenty on one machine.
+AuthInfo=socket=$MUNGE_SOCKET,cred_expire=${LOCAL_SLURM_CRED_EXPIRE:-10}
 
 # All state under $DIR ; %n = node name (one slurmd per logical node).
 StateSaveLocation=$DIR/state
@@ -290,6 +296,9 @@ KillWait=5
 # otherwise it sleeps 2, 8, 32 s... Finished jobs still stay visible to
 # scontrol/squeue for MinJobAge..MinJobAge+60 s; all land in jobcomp.log.
 MinJobAge=${LOCAL_SLURM_MIN_JOB_AGE:-4}
+# The launch scripts' rendezvous port is 20000 + job id % 10000: two clusters on one
+# machine (two build trees' tests) keep apart by numbering their jobs apart.
+FirstJobId=${LOCAL_SLURM_FIRST_JOB_ID:-1}
 Waittime=0
 
 $gres_line

@@ -11,8 +11,8 @@
 #             sbatch-warned  chapter 08: `sbatch SCRIPT`, and once ddp-train is training,
 #                     the time-limit warning that `#SBATCH --signal=B:USR1@T` would send
 #                     (scancel --signal=USR1 --batch); the job must save, requeue itself
-#                     and finish in its second run (SLURM's requeue delay is skipped with
-#                     scontrol update StartTime=now)
+#                     and finish in its second run (after SLURM's requeue delay, which
+#                     is the credential lifetime: 10 s on the local cluster)
 #             sbatch-killed  chapter 08: `sbatch SCRIPT`, and once ddp-train is training,
 #                     kill -9 of rank DDP_KILL_RANK's process (on its node); every other
 #                     rank must be gone within DDP_TIMEOUT + 5 s, none left behind, and
@@ -149,15 +149,13 @@ case $method in
       echo "scancel --signal=USR1 --batch $job_id   (the time-limit warning, now)"
       scancel --signal=USR1 --batch "$job_id"
       if wait_for 90 log_has '^launch: stopped and saved; requeueing job'; then
-        # The requeued job waits for SLURM's requeue delay (about two minutes) first: skip
-        # it, again until the second run has started (an update made while the first run
-        # is still completing is overridden by the requeue's own start time).
-        # Under a full ctest other tests' jobs wait in the queue too, and a requeued job goes
-        # behind them: it is given the top priority, as an admin would.
+        # The requeued job waits for SLURM's requeue delay first (LOCAL_SLURM_CRED_EXPIRE,
+        # 10 s here; skipping it with StartTime=now gets the run killed: "Job credential
+        # revoked"). Under `ctest -j` other tests' jobs wait in the queue too, and a requeued
+        # job goes behind them: it is given the top priority, as an admin would.
         second_run() {
           log_has '^launch: run 2 of job' && return 0
-          scontrol update JobId="$job_id" StartTime=now Priority=4294967000 >/dev/null 2>&1 ||
-            scontrol update JobId="$job_id" StartTime=now >/dev/null 2>&1
+          scontrol update JobId="$job_id" Priority=4294967000 >/dev/null 2>&1
           return 1
         }
         if wait_for 240 second_run &&
@@ -166,6 +164,15 @@ case $method in
           echo "jobcomp: $record"
           code=$(sed -n 's/.* ExitCode=\([0-9]*\):.*/\1/p' <<<"$record")
           rc=${code:-1}
+        else
+          # Why the requeued run did not start or end: the job's state and reason, the
+          # nodes', and what the controller logged about the job.
+          echo "---- the requeued job $job_id, as SLURM sees it ----"
+          scontrol show job "$job_id" 2>&1 | grep -E 'JobState|Reason|StartTime|Restarts|NodeList'
+          sinfo -N -o '%N %T %E' 2>&1
+          grep -E "JobId=$job_id\b|job $job_id\b" "$LOCAL_SLURM_DIR/log/slurmctld.log" 2>/dev/null |
+            tail -n 15
+          records
         fi
       fi
     fi
