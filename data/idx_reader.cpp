@@ -21,6 +21,7 @@
 
 #include "data/idx_header.hpp"
 #include "tensor/error.hpp"
+#include "tensor/errno_text.hpp"
 
 namespace ddp {
 namespace {
@@ -227,7 +228,7 @@ IdxArray read_idx_bytes(std::span<const std::uint8_t> bytes, const std::string& 
 
 IdxArray read_idx_file(const std::string& path) {
   const File file(std::fopen(path.c_str(), "rb"));
-  DDP_CHECK(file != nullptr, "file ", path, ": cannot open it: ", std::strerror(errno));
+  DDP_CHECK(file != nullptr, "file ", path, ": cannot open it: ", errno_text());
   // The file's bytes as they are (compressed, for a .gz): their size is real, unlike the
   // sizes in the header. Read in pieces rather than trusting a size asked of the OS.
   std::vector<std::uint8_t> bytes;
@@ -239,7 +240,7 @@ IdxArray read_idx_file(const std::string& path) {
     if (n < kChunk) break;
   }
   DDP_CHECK(!std::ferror(file.get()), "file ", path, ": read error after ", bytes.size(),
-            " bytes: ", std::strerror(errno));
+            " bytes: ", errno_text());
   return read_idx_bytes(bytes, path);
 }
 

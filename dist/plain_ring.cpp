@@ -3,6 +3,7 @@
 // (tutorial/EXERCISES.md, Note [How an exercise replaces the reference]).
 #include "dist/plain_ring.hpp"
 
+#include <cstdint>
 #include <future>
 #include <vector>
 
@@ -10,8 +11,8 @@
 
 namespace ddp {
 
-void plain_ring_all_reduce(float* data, std::int64_t n, int rank, int size,
-                           const RingLinks& links) {
+void plain_ring_all_reduce(std::span<float> data, int rank, int size, const RingLinks& links) {
+  const auto n = static_cast<std::int64_t>(data.size());
   std::vector<float> received;
   for (int step = 0; step < 2 * (size - 1); ++step) {
     const RingStep s = ring_all_reduce_step(rank, size, step);
@@ -20,12 +21,12 @@ void plain_ring_all_reduce(float* data, std::int64_t n, int rank, int size,
     // Every rank sends and receives at once: a send waits until its neighbour reads, so
     // it runs on a thread of its own while this one receives.
     auto sent = std::async(std::launch::async, [&] {
-      links.send_right(data + send_begin, (send_end - send_begin) * sizeof(float));
+      links.send_right(data.subspan(send_begin, send_end - send_begin));
     });
     received.resize(static_cast<std::size_t>(recv_end - recv_begin));
-    links.receive_left(received.data(), received.size() * sizeof(float));
+    links.receive_left(received);
     sent.get();  // rethrows what the send threw
-    float* mine = data + recv_begin;
+    const std::span<float> mine = data.subspan(recv_begin, received.size());
     for (std::size_t i = 0; i < received.size(); ++i) {
       mine[i] = s.reduce ? mine[i] + received[i] : received[i];
     }

@@ -8,21 +8,19 @@
 // it (tutorial/ch05_rendezvous/README.md#exercise-2).
 #pragma once
 
-#include <cstddef>
-#include <cstdint>
 #include <functional>
+#include <span>
 
 namespace ddp {
 
-// A rank's two links on the ring. Both block until all `bytes` have gone or come.
+// A rank's two links on the ring. Both block until every element has gone or come.
 struct RingLinks {
-  std::function<void(const void* data, std::size_t bytes)> send_right;  // to rank + 1
-  std::function<void(void* data, std::size_t bytes)> receive_left;      // from rank - 1
+  std::function<void(std::span<const float> chunk)> send_right;  // to rank + 1
+  std::function<void(std::span<float> chunk)> receive_left;      // from rank - 1, filled
 };
 
-// Sums data[0, n) over the `size` ranks of the ring, in place: afterwards every rank holds
-// the same sums. Every rank calls it with the same n. Throws what the links throw.
-void plain_ring_all_reduce(float* data, std::int64_t n, int rank, int size,
-                           const RingLinks& links);
+// Sums `data` over the `size` ranks of the ring, in place: afterwards every rank holds the
+// same sums. Every rank calls it with as many elements. Throws what the links throw.
+void plain_ring_all_reduce(std::span<float> data, int rank, int size, const RingLinks& links);
 
 }  // namespace ddp

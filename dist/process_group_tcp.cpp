@@ -21,6 +21,7 @@
 #include "dist/socket.hpp"      // resolve_ipv4
 #include "dist/tcp_store.hpp"
 #include "tensor/error.hpp"
+#include "tensor/errno_text.hpp"
 #include "tensor/trace.hpp"
 
 namespace ddp {
@@ -128,9 +129,10 @@ void ProcessGroupTcp::connect_ring(Clock::time_point deadline) {
                  : std::string("a firewall between the hosts, or the wrong interface? Each "
                                "rank listens where its store connection leaves from"));
   }
-  // Introduce ourselves: the left neighbour checks it is talking to the right rank.
-  const std::uint32_t hello[3] = {kRingMagic, static_cast<std::uint32_t>(rank()),
-                                  static_cast<std::uint32_t>(size())};
+  // Introduce ourselves: the left neighbour checks it is talking to the right rank, and
+  // that both run the same ring (the plain and the pipelined one cut chunks differently).
+  const std::uint32_t hello[4] = {kRingMagic, static_cast<std::uint32_t>(rank()),
+                                  static_cast<std::uint32_t>(size()), plain_ring_ ? 1u : 0u};
   right_.send_all(hello, sizeof hello, deadline);
 
   while (!left_.valid()) {
@@ -138,7 +140,7 @@ void ProcessGroupTcp::connect_ring(Clock::time_point deadline) {
     DDP_CHECK(s.valid(), who(), ": rank ", left_rank, " (our left neighbour) never connected to ",
               address_, " within ", timeout_.count(), " ms\n",
               "hint: did rank ", left_rank, " start? Is this address reachable from its host?");
-    std::uint32_t got[3] = {};
+    std::uint32_t got[4] = {};
     try {
       s.recv_all(got, sizeof got, deadline);
     } catch (const Error&) {
@@ -149,6 +151,11 @@ void ProcessGroupTcp::connect_ring(Clock::time_point deadline) {
                   got[2] == static_cast<std::uint32_t>(size()),
               who(), ": expected rank ", left_rank, " of ", size(), " on the ring, but rank ",
               got[1], " of ", got[2], " connected\nhint: two jobs share one store prefix?");
+    const auto ring_name = [](bool plain) { return plain ? "plain" : "pipelined"; };
+    DDP_CHECK(got[3] == hello[3], who(), ": rank ", left_rank, " (our left neighbour) runs the ",
+              ring_name(got[3] == 1), " ring, this rank the ", ring_name(plain_ring_),
+              " one\nhint: set DDP_TCP_RING the same on every rank (mpirun passes it on "
+              "only with -x DDP_TCP_RING)");
     left_address_ = s.peer_name();
     left_ = std::move(s);
   }
@@ -385,13 +392,13 @@ void ProcessGroupTcp::plain_all_reduce(float* data, std::int64_t n, ReduceOp op)
     }
   };
   const RingLinks links{
-      [&](const void* p, std::size_t bytes) {
-        named(false, [&] { right_.send_all(p, bytes, current_deadline_); });
+      [&](std::span<const float> chunk) {
+        named(false, [&] { right_.send_all(chunk.data(), chunk.size_bytes(), current_deadline_); });
       },
-      [&](void* p, std::size_t bytes) {
-        named(true, [&] { left_.recv_all(p, bytes, current_deadline_); });
+      [&](std::span<float> chunk) {
+        named(true, [&] { left_.recv_all(chunk.data(), chunk.size_bytes(), current_deadline_); });
       }};
-  plain_ring_all_reduce(data, n, rank(), size(), links);
+  plain_ring_all_reduce({data, static_cast<std::size_t>(n)}, rank(), size(), links);
   if (op == ReduceOp::Avg) divide(data, n, size());
 }
 
@@ -739,7 +746,7 @@ void ProcessGroupTcp::run_ring(const RingPlan<T>& plan) {
       fail_peer(false, PeerFault::Closed,
                 r.status == Socket::IoStatus::Closed
                     ? std::string("closed the connection")
-                    : std::string("failed: ") + std::strerror(r.error));
+                    : "failed: " + errno_text(r.error));
     }
     return 0;
   };
@@ -755,7 +762,7 @@ void ProcessGroupTcp::run_ring(const RingPlan<T>& plan) {
       fail_peer(true, PeerFault::Closed,
                 r.status == Socket::IoStatus::Closed
                     ? std::string("closed the connection")
-                    : std::string("failed: ") + std::strerror(r.error));
+                    : "failed: " + errno_text(r.error));
     }
     return 0;
   };
@@ -888,7 +895,7 @@ void ProcessGroupTcp::run_ring(const RingPlan<T>& plan) {
       polled = ::ppoll(fds, 2, &ts, nullptr);
     }
     if (polled < 0 && errno != EINTR) {
-      DDP_FAIL(who(), ": ", current_, ": poll() failed: ", std::strerror(errno));
+      DDP_FAIL(who(), ": ", current_, ": poll() failed: ", errno_text());
     }
     if (fds[1].revents & (POLLIN | POLLERR | POLLHUP)) {
       char byte = 0;

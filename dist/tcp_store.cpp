@@ -19,6 +19,7 @@
 #include "dist/deadline.hpp"
 #include "dist/launch_env.hpp"  // process_label
 #include "tensor/error.hpp"
+#include "tensor/errno_text.hpp"
 #include "tensor/little_endian.hpp"
 
 namespace ddp {
@@ -286,7 +287,7 @@ void TCPStoreServer::serve() {
     const int timeout =
         next_deadline == Clock::time_point::max() ? -1 : remaining_ms(next_deadline);
     if (::poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR) {
-      std::cerr << "ddp: TCPStore server: poll() failed: " << std::strerror(errno) << "\n";
+      std::cerr << "ddp: TCPStore server: poll() failed: " << errno_text() << "\n";
       return;
     }
     if (fds[0].revents != 0) continue;  // the destructor: stop_ is set

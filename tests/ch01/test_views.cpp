@@ -290,7 +290,7 @@ TEST_CASE("expand refuses to change a size that is not 1, naming both shapes",
           "[ch01][views][errors][ex01.2]") {
   const Tensor t = ddp::zeros({2, 3});
   REQUIRE_THROWS_WITH(t.expand({4, 3}), Contains("(2, 3)") && Contains("(4, 3)"));
-  REQUIRE_THROWS_AS(t.expand({3}), ddp::Error);
+  REQUIRE_THROWS_WITH(t.expand({3}), Contains("(2, 3)") && Contains("(3,)"));
 }
 
 TEST_CASE("unsqueeze, squeeze and flatten change the shape, not the elements", "[ch01][views]") {

@@ -406,6 +406,32 @@ TEST_CASE("DDP_TCP_RING must be plain or pipelined, and names itself", "[ch05][t
   ::unsetenv("DDP_TCP_RING");
 }
 
+TEST_CASE("tcp ranks that disagree on DDP_TCP_RING are refused at set-up, naming it",
+          "[ch05][tcp]") {
+  // Rank 1 runs the plain ring, rank 0 the pipelined one: each is the other's left
+  // neighbour, so both refuse, before any collective could mix the two.
+  auto server = start_server();
+  const int port = server->port();
+  const auto codes = ddp::test::run_forked(2, [port](int rank) {
+    if (rank == 1) ::setenv("DDP_TCP_RING", "plain", 1);
+    std::string message;
+    try {
+      join(port, rank, 2, "mixed-ring", 5s);
+    } catch (const ddp::Error& e) {
+      message = e.what();
+    }
+    const std::string want = rank == 0 ? "rank 1 (our left neighbour) runs the plain ring, "
+                                         "this rank the pipelined one"
+                                       : "rank 0 (our left neighbour) runs the pipelined "
+                                         "ring, this rank the plain one";
+    const bool ok = message.find(want) != std::string::npos &&
+                    message.find("set DDP_TCP_RING the same on every rank") != std::string::npos;
+    if (!ok) std::fprintf(stderr, "rank %d: \"%s\"\n", rank, message.c_str());
+    return ok ? 0 : 3;
+  });
+  CHECK(codes == std::vector<int>{0, 0});
+}
+
 TEST_CASE("tcp all_reduce fails naming the rank that died, then fails fast", "[ch05][tcp]") {
   for (int w : {3, 4}) {
     const int victim = 2;

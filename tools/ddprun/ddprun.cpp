@@ -33,6 +33,7 @@
 
 #include "dist/parallel/exit_codes.hpp"  // constants only: ddprun links ddp::tensor alone
 #include "tensor/error.hpp"
+#include "tensor/errno_text.hpp"
 #include "tools/ddprun/options.hpp"
 
 extern char** environ;
@@ -121,7 +122,7 @@ class PortReservation {
     if (!bound || getsockname(fd_, reinterpret_cast<sockaddr*>(&name), &length) != 0) {
       if (fd_ >= 0) close(fd_);  // the destructor does not run when the constructor throws
       DDP_FAIL("cannot bind a port on --master-addr '", address, "': ",
-               std::strerror(bind_errno),
+               errno_text(bind_errno),
                "\nhint: on a single node the master address must be this machine's");
     }
     port_ = name.ss_family == AF_INET6
@@ -162,7 +163,7 @@ struct Rank {
 Rank start_rank(const Options& o, int local_rank, int master_port, int restart) {
   int out[2], err[2];
   DDP_CHECK(pipe2(out, O_CLOEXEC) == 0 && pipe2(err, O_CLOEXEC) == 0,
-            "pipe2: ", std::strerror(errno));
+            "pipe2: ", errno_text());
   // Our read ends never block: at the end, a pipe that something the rank started in
   // the background still holds open must not keep ddprun waiting (the write ends, the
   // rank's stdout and stderr, stay blocking, as programs expect).
@@ -214,13 +215,13 @@ Rank start_rank(const Options& o, int local_rank, int master_port, int restart) 
     signal(SIGPIPE, SIG_DFL);  // an ignored signal would stay ignored across exec
     sigprocmask(SIG_SETMASK, &previous, nullptr);  // a pending SIGTERM now kills it
     execvpe(argv[0], argv.data(), envp.data());
-    const char* why = std::strerror(errno);
+    const char* why = std::strerror(errno);  // (no std::string between fork and _exit)
     dprintf(STDERR_FILENO, "ddprun: cannot run '%s': %s\n", argv[0], why);
     _exit(127);  // what a shell answers for "command not found"
   }
   const int fork_errno = errno;
   sigprocmask(SIG_SETMASK, &previous, nullptr);
-  DDP_CHECK(pid >= 0, "fork: ", std::strerror(fork_errno));
+  DDP_CHECK(pid >= 0, "fork: ", errno_text(fork_errno));
   setpgid(pid, pid);  // also here: whichever runs first, the group exists before kill()
   close(out[1]);
   close(err[1]);
@@ -248,7 +249,7 @@ void on_signal(int sig) {
 
 int install_signal_pipe() {
   int fds[2];
-  DDP_CHECK(pipe2(fds, O_CLOEXEC | O_NONBLOCK) == 0, "pipe2: ", std::strerror(errno));
+  DDP_CHECK(pipe2(fds, O_CLOEXEC | O_NONBLOCK) == 0, "pipe2: ", errno_text());
   signal_pipe_write = fds[1];
   struct sigaction action {};
   action.sa_handler = on_signal;
