@@ -31,6 +31,7 @@
 #include "bench/bench_args.hpp"
 #include "bench/anchor_json.hpp"
 #include "bench/timing.hpp"
+#include "tensor/errno_text.hpp"
 #include "tensor/error.hpp"
 
 using ddp::bench::parse_int;
@@ -88,10 +89,10 @@ void run_program(const std::vector<std::string>& args) {
   std::fflush(stdout);  // our lines first, then the program's
   pid_t pid = 0;
   const int error = ::posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ);
-  DDP_CHECK(error == 0, "cannot start ", args[0], ": ", std::strerror(error));
+  DDP_CHECK(error == 0, "cannot start ", args[0], ": ", ddp::errno_text(error));
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0) {
-    DDP_CHECK(errno == EINTR, "waitpid for ", args[0], ": ", std::strerror(errno));
+    DDP_CHECK(errno == EINTR, "waitpid for ", args[0], ": ", ddp::errno_text());
   }
   DDP_CHECK(!WIFSIGNALED(status), args[0], " was killed by signal ", WTERMSIG(status));
   DDP_CHECK(WEXITSTATUS(status) == 0, args[0], " failed with exit code ", WEXITSTATUS(status),

@@ -27,5 +27,5 @@ ddp_run_stoppable mpirun -np "${DDP_RANKS:-4}" --oversubscribe \
   ${DDP_HOSTFILE:+--hostfile "$DDP_HOSTFILE"} -x MASTER_ADDR -x MASTER_PORT -x DDP_JOB_TOKEN \
   -x OMP_NUM_THREADS "$program" $DDP_TRAIN_ARGS --backend "${DDP_BACKEND:-auto}" \
   --save "$checkpoint" --resume auto ${DDP_TIMEOUT:+--timeout "$DDP_TIMEOUT"} || rc=$?
-if ((rc == 75)); then echo "launch: stopped and saved; run the same command again to continue"; fi
+if ((rc == 75)); then echo "launch: stopped on request (75); run the same command again to continue"; fi
 exit "$rc"

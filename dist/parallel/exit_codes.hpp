@@ -11,6 +11,8 @@
 //       on the caller's own thread, at start-up, is an error: 1.)
 //   75  stopped on request (SIGTERM, SIGINT, SIGUSR1) after every rank finished its step
 //       and rank 0 wrote the checkpoint: start the job again with --resume to continue.
+//       (While the ranks are still meeting, before any step, a stop ends ddp-train at
+//       once with 75 too: nothing to save, the last checkpoint is still the one to use.)
 //       75 is EX_TEMPFAIL of <sysexits.h>, "a temporary failure: retry later".
 #pragma once
 

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/test_scale.hpp"
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -253,6 +255,24 @@ TEST_CASE("ddprun forwards SIGTERM and SIGHUP to every rank", "[ch05][ddprun]") 
     CHECK(contains(r.out, std::string("[rank 1] got ") + name));
     CHECK(r.code == 128 + sig);
   }
+}
+
+TEST_CASE("a rank that stops on request (75) alone makes ddprun stop the others",
+          "[ch05][ddprun]") {
+  // Rank 0 stops on its own, as a rank signalled alone while the ranks still meet does
+  // (ddp-train, chapter 08); rank 1 would wait for it for ever. ddprun passes SIGTERM on.
+  const auto began = Clock::now();
+  const Result r = run_ddprun(
+      {"--nproc-per-node", "2", "sh", "-c",
+       "if [ \"$RANK\" = 0 ]; then sleep 0.3; exit 75; fi; "
+       "trap 'echo got TERM; exit 75' TERM; while :; do sleep 0.1; done"});
+  const double seconds =
+      std::chrono::duration<double>(Clock::now() - began).count();
+  INFO(r.out << r.err);
+  CHECK(r.code == 75);
+  CHECK(contains(r.err, "rank 0 stopped on request (exit code 75); passing SIGTERM on"));
+  CHECK(contains(r.out, "[rank 1] got TERM"));
+  CHECK(seconds < 10 * ddp::test::time_scale());  // not kStopGracePeriod's 60 s
 }
 
 TEST_CASE("ranks do not outlive a ddprun that is killed outright", "[ch05][ddprun]") {

@@ -41,7 +41,7 @@ deterministic)
   echo "ddprun:  $(final_line a.log)"
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   # mpirun says who each rank is, but not where rank 0's store listens: a port of our own.
-  port=$((20000 + RANDOM % 4000))
+  port=$((24576 + RANDOM % 8192))  # tests/ch05/test_port.hpp's band
   run_ranks m.log "$mpirun" -np 2 --oversubscribe -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT=$port \
     "$bin" "${flags[@]}" --backend tcp
   ((rc == 0)) || { cat m.log; fail "mpirun -np 2 ddp-train exited $rc"; }
@@ -81,7 +81,7 @@ bad-input)
   # by_hand <name> <world of rank 0> <world of rank 1> <data of rank 1>: two ranks started
   # by hand with torchrun's variables; rank r's output in <name>r.log, exit code in $code_r.
   by_hand() {
-    local port=$((20000 + RANDOM % 4000)) r world data_r
+    local port=$((24576 + RANDOM % 8192)) r world data_r  # test_port.hpp's band
     for r in 0 1; do
       world=$2 data_r=$data
       ((r == 1)) && world=$3 data_r=$4

@@ -148,7 +148,7 @@ case $method in
       sleep 4
       echo "scancel --signal=USR1 --batch $job_id   (the time-limit warning, now)"
       scancel --signal=USR1 --batch "$job_id"
-      if wait_for 90 log_has '^launch: stopped and saved; requeueing job'; then
+      if wait_for 90 log_has '^launch: stopped on request \(75\); requeueing job'; then
         # The requeued job waits for SLURM's requeue delay first (LOCAL_SLURM_CRED_EXPIRE,
         # 10 s here; skipping it with StartTime=now gets the run killed: "Job credential
         # revoked"). Under `ctest -j` other tests' jobs wait in the queue too, and a requeued
@@ -338,7 +338,7 @@ case $check in
   requeued-train-as-ddprun)
     # The first run was told to stop, saved and requeued the job; the second resumed from
     # the checkpoint. Only the second run's lines are compared with the reference.
-    grep -Eq '^launch: stopped and saved' "$log" || fail "the first run did not stop and save"
+    grep -Eq '^launch: stopped on request' "$log" || fail "the first run did not stop on request"
     grep -Eq '^launch: run 2 of job' "$log" || fail "the job did not run a second time"
     grep -Eq '^resumed from .*ch08_teardown(-[0-9]+)?\.ckpt' "$log" ||
       fail "the second run did not resume from the job's checkpoint"

@@ -38,13 +38,12 @@ int main(int argc, char** argv) {
     std::fputs(usage().c_str(), stdout);
     return 0;
   }
-  // Before the rendezvous: a signal during start-up ends the process at once, with 75
-  // (stop_request.hpp); once the Trainer is ready, it stops the run after a step.
+  // Before the rendezvous: a signal while the ranks meet ends the process at once, with 75;
+  // once they have met (the Trainer calls defer_stop_signals), it stops the run after a step.
   install_stop_handlers();
   try {
     const auto start = std::chrono::steady_clock::now();
     Trainer trainer(options);
-    start_training();
     // Rank 0 speaks for the job; the other ranks print only their errors.
     const bool speaker = trainer.rank() == 0;
     if (speaker) std::printf("ddp-train: %s\n", trainer.describe_recipe().c_str());
@@ -74,6 +73,7 @@ int main(int argc, char** argv) {
     }
     return 0;
   } catch (const std::exception& e) {
+    defer_stop_signals();  // a signal now must not turn this error into exit 75
     // Which rank failed matters when N of them write to one log. The launcher's variables
     // say, even when the process group never came up.
     std::string who;

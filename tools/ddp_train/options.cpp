@@ -60,7 +60,7 @@ Trains the ResNet-style network of chapter 04 on MNIST and reports test accuracy
                         cores divided among the ranks on this node)
   --metrics FILE.csv    write one row of metrics per epoch
   --save PATH           write a checkpoint (model + optimizer + progress) after every epoch,
-                        and when stopped by a signal
+                        and when stopped by a signal after the ranks have met
   --resume PATH         continue from a checkpoint written by --save, also on another
                         number of ranks with the same global batch
   --resume auto         continue from --save's PATH when it holds a usable checkpoint,
@@ -105,6 +105,7 @@ Seeing the overlap (chapter 07):
 Stopping (chapter 08): SIGTERM, SIGINT (Ctrl-C) or SIGUSR1 (SLURM's --signal=B:USR1@T)
 make every rank finish its step; the ranks agree to stop after the same step, rank 0
 writes the --save checkpoint, and all exit with 75. A second Ctrl-C ends it at once.
+While the ranks are still meeting, a stop signal ends ddp-train at once, also with 75.
 
 Exit codes (dist/parallel/exit_codes.hpp):
   0    the run finished ("final:" line)
@@ -112,7 +113,7 @@ Exit codes (dist/parallel/exit_codes.hpp):
   2    bad flags; nothing was started
   4    the watchdog gave up: a collective passed --timeout, or the ranks called different
        collectives; rank 0 prints the diagnosis ("rank 2 is behind ...")
-  75   stopped on request; the last line says how to resume
+  75   stopped on request; the last line says how to resume (or that nothing was saved)
 )";
 }
 

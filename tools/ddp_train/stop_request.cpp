@@ -16,12 +16,13 @@
 // SA_RESTART resumes the system calls the signal interrupted (a socket read in the middle
 // of an all-reduce); poll(), which is never restarted, is retried on EINTR in dist/.
 //
-// Before the first step (the rendezvous, building the model, reading --resume) there is
-// no step to finish and nothing to save, and a rank may be waiting for peers that never
-// come (a launcher started twice, a rank that died): a stop kept for the first step end
-// would wait out the whole --timeout. So until start_training(), the handler writes one
-// line and ends the process with 75 at once (write and _exit are async-signal-safe); a
-// --resume checkpoint is only read, never touched, before then.
+// During the rendezvous there is no step to finish and nothing to save, and a rank may be
+// waiting for peers that never come (a launcher started twice, a rank that died): a stop
+// kept for the first step's end would wait out the whole --timeout. So until
+// defer_stop_signals(), the handler writes one line and ends the process with 75 at once
+// (write and _exit are async-signal-safe). It is called as soon as the group is up: the
+// ranks leave the rendezvous together, so a signal from a launcher or a scheduler, which
+// reaches every rank, finds them all on the same side of it.
 #include "tools/ddp_train/stop_request.hpp"
 
 #include <signal.h>
@@ -44,7 +45,8 @@ namespace {
 std::atomic<int> received{0};
 static_assert(std::atomic<int>::is_always_lock_free, "a signal handler needs a lock-free flag");
 
-std::atomic<bool> training{false};  // set by start_training()
+std::atomic<bool> deferred{false};  // set by defer_stop_signals()
+static_assert(std::atomic<bool>::is_always_lock_free, "a signal handler needs a lock-free flag");
 
 constexpr int kStopSignals[] = {SIGTERM, SIGINT, SIGUSR1};
 
@@ -59,7 +61,7 @@ constexpr int kStopSignals[] = {SIGTERM, SIGINT, SIGUSR1};
 }
 
 void on_stop_signal(int sig) {
-  if (!training.load()) stop_during_start_up(sig);
+  if (!deferred.load()) stop_during_start_up(sig);
   if (received.load() != 0 && sig == SIGINT) {  // Ctrl-C again: die of it now
     ::signal(sig, SIG_DFL);
     ::raise(sig);
@@ -82,7 +84,7 @@ void install_stop_handlers() {
   for (int sig : kStopSignals) sigaction(sig, &action, nullptr);
 }
 
-void start_training() { training.store(true); }
+void defer_stop_signals() { deferred.store(true); }
 
 int stop_signal() { return received.load(); }
 

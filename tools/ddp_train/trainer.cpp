@@ -171,7 +171,10 @@ LaunchEnv discover_for_training() {
 
 std::unique_ptr<WatchedGroup> join_process_group(const TrainOptions& options, const LaunchEnv& env,
                                                  Device device) {
-  if (env.world_size == 1) return nullptr;  // alone: no group, no averaging
+  if (env.world_size == 1) {  // alone: no group, no averaging
+    defer_stop_signals();
+    return nullptr;
+  }
   InitOptions init;
   init.backend = options.backend;
   init.timeout = std::chrono::seconds(options.timeout_s);
@@ -184,7 +187,10 @@ std::unique_ptr<WatchedGroup> join_process_group(const TrainOptions& options, co
   }
   WatchOptions watched;
   watched.timeout = init.timeout;  // the group's own deadline, and the watchdog's
-  return watch(init_process_group(init), watched);
+  std::unique_ptr<WatchedGroup> group = watch(init_process_group(init), watched);
+  // The ranks have met: a stop signal now waits for a step's end (stop_request.hpp).
+  defer_stop_signals();
+  return group;
 }
 
 int threads_per_rank(const TrainOptions& options, const LaunchEnv& launch) {
@@ -268,6 +274,7 @@ Trainer::Trainer(TrainOptions options)
                     "(all_gather) against 2(W-1)/W*S (ring all-reduce): x%.2f at W = %d\n",
                     world_size() / 4.0, world_size());
       }
+      std::fflush(stdout);
     }
   }
   optimizer_ = std::make_unique<nn::SGD>(

@@ -417,10 +417,16 @@ Outcome supervise(std::vector<Rank>& ranks, int signal_fd, const Options& o,
     for (Rank& r : ranks) {
       if (!r.running || waitpid(r.pid, &r.status, WNOHANG) != r.pid) continue;
       r.running = false;
-      // A rank that stopped on request: the others agreed to stop after the same step
-      // (ddp-train) and follow within moments; kStopGracePeriod bounds the wait.
+      // A rank that stopped on request: in training the others agreed to stop after the
+      // same step (ddp-train) and follow within moments; a rank signalled alone before
+      // the ranks had met stops at once, and the others would wait for it. So the others
+      // get SIGTERM too (a stop already agreed ignores it); kStopGracePeriod bounds the wait.
       const bool stopped = WIFEXITED(r.status) && WEXITSTATUS(r.status) == kExitStopped;
-      if (stopped && !kill_at) kill_at = Clock::now() + kStopGracePeriod;
+      if (stopped && !kill_at) {  // (a signal sent to ddprun, forwarded, set kill_at)
+        std::fprintf(stderr, "ddprun: rank %d stopped on request (exit code %d); passing "
+                     "SIGTERM on to the other ranks\n", r.rank, kExitStopped);
+        stop_everyone(SIGTERM, kStopGracePeriod);
+      }
       const bool failed = !WIFEXITED(r.status) || (WEXITSTATUS(r.status) != 0 && !stopped);
       if (failed && !first_failure && got_signal == 0 && !timed_out) {
         failures.push_back(static_cast<int>(&r - ranks.data()));
