@@ -111,16 +111,20 @@ std::pair<std::string, int> split_address(const std::string& address) {
 Socket& Socket::operator=(Socket&& other) noexcept {
   if (this != &other) {
     close();
-    fd_ = other.release();
+    fd_ = std::exchange(other.fd_, -1);
     peer_ = std::move(other.peer_);
   }
   return *this;
 }
 
-int Socket::release() noexcept { return std::exchange(fd_, -1); }
+int Socket::release() noexcept {
+  peer_.clear();
+  return std::exchange(fd_, -1);
+}
 
 void Socket::close() noexcept {
   if (fd_ >= 0) ::close(std::exchange(fd_, -1));
+  peer_.clear();
 }
 
 void Socket::shutdown() const noexcept {

@@ -24,7 +24,8 @@ class Socket {
   Socket() = default;  // no socket: valid() == false
   explicit Socket(int fd) : fd_(fd) {}
   ~Socket() { close(); }
-  Socket(Socket&& other) noexcept : fd_(other.release()), peer_(std::move(other.peer_)) {}
+  Socket(Socket&& other) noexcept
+      : fd_(std::exchange(other.fd_, -1)), peer_(std::move(other.peer_)) {}
   Socket& operator=(Socket&& other) noexcept;
   Socket(const Socket&) = delete;
   Socket& operator=(const Socket&) = delete;

@@ -413,7 +413,7 @@ TEST_CASE("tcp ranks that disagree on DDP_TCP_RING are refused at set-up, naming
   auto server = start_server();
   const int port = server->port();
   const auto codes = ddp::test::run_forked(2, [port](int rank) {
-    if (rank == 1) ::setenv("DDP_TCP_RING", "plain", 1);
+    ::setenv("DDP_TCP_RING", rank == 1 ? "plain" : "pipelined", 1);
     std::string message;
     try {
       join(port, rank, 2, "mixed-ring", 5s);
