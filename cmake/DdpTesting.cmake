@@ -40,7 +40,9 @@ OMPI_MCA_oob_tcp_if_include=lo;OMP_NUM_THREADS=1")
 # A release build keeps 1 and 1: its limits are never loosened. The sanitizers' options
 # travel with every test (DDP_SANITIZER_ENV), so that plain `ctest --test-dir build/asan`
 # behaves as the preset does; their suppressions name only third-party libraries
-# (cmake/sanitizers/*.supp, one comment per entry).
+# (cmake/sanitizers/*.supp, one comment per entry). The tests labelled `cluster` are left
+# out of both presets (CMakePresets.json): they submit SLURM jobs, whose limits
+# (tests/cluster/run_job.sh) are not scaled and which these options do not reach.
 #
 # Open MPI never frees its tables, and the components it dlopen()s are unloaded before
 # LeakSanitizer reports, so with ASan's fast unwinder (frame pointers, which Open MPI's
