@@ -275,6 +275,18 @@ TEST_CASE("a rank that stops on request (75) alone makes ddprun stop the others"
   CHECK(seconds < 10 * ddp::test::time_scale());  // not kStopGracePeriod's 60 s
 }
 
+TEST_CASE("a rank that dies of the SIGTERM ddprun passed on after a 75 has not failed",
+          "[ch05][ddprun]") {
+  // Rank 1 has no handler: the SIGTERM ends it. That is the stop it was asked for, not a
+  // failure to blame (or, with --max-restarts, to restart).
+  const Result r = run_ddprun({"--nproc-per-node", "2", "--max-restarts", "1", "sh", "-c",
+                               "if [ \"$RANK\" = 0 ]; then exit 75; fi; exec sleep 30"});
+  INFO(r.out << r.err);
+  CHECK(r.code == 75);
+  CHECK_FALSE(contains(r.err, "failed"));
+  CHECK_FALSE(contains(r.err, "restart"));
+}
+
 TEST_CASE("ranks do not outlive a ddprun that is killed outright", "[ch05][ddprun]") {
   // SIGKILL gives ddprun no chance to stop the ranks; PR_SET_PDEATHSIG makes the kernel
   // kill them. Each rank prints its pid, then sleeps as `sleep` (exec keeps the pid).

@@ -2,8 +2,9 @@
 # Chapter 08, a launcher started twice, as a new user would start it: one ddprun per
 # node with `srun --ntasks-per-node=1` but without --ntasks, inside a 2-tasks-per-node
 # allocation. srun keeps the job's 4 tasks (with a warning), so two ddprun start on each
-# node, and every rank is started twice. The ranks must detect it at rendezvous and say
-# so within seconds (Note [Claiming a rank], dist/tcp_store.cpp), instead of waiting out
+# node, and every rank would be started twice. The two ddprun of a node must find each
+# other and say so within seconds (Note [A launcher started twice], tools/ddprun; the
+# ranks' own check is Note [Claiming a rank], dist/tcp_store.cpp), instead of waiting out
 # the 60 s timeout, and every launcher must then end its job within seconds: srun runs
 # under `timeout 20`, and a run that needs longer says so. The cluster test expects this
 # job to fail with the hint, and not with that line (expect_failure.sh).

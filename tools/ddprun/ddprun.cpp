@@ -17,6 +17,7 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -140,6 +141,64 @@ class PortReservation {
  private:
   int fd_ = -1;
   int port_ = 0;
+};
+
+// Note [A launcher started twice]
+// `srun --ntasks-per-node=1 ddprun ...` inside an allocation of 2 tasks per node starts
+// two ddprun on every node, with the same --master-addr, --master-port and --node-rank.
+// The ranks find out at the store (Note [Claiming a rank], dist/tcp_store.cpp), but only
+// the ranks that reach it: once a failed rank 0 has taken the store away, a late copy's
+// ranks retry the connection until their --timeout. So each ddprun first claims its node
+// of its job on this host: an abstract Unix socket named after the three (Linux: no
+// file, gone with the process). The second one finds the name taken, connects to tell
+// the first, and exits 1 without starting ranks; the first, told, stops its ranks and
+// exits 1 too. Both copies say why within moments, whatever the store's state.
+class NodeClaim {
+ public:
+  NodeClaim(const Options& o, int port) {
+    const std::string name = detail::concat("ddprun ", o.master_addr, ":", port, " node ",
+                                            o.node_rank);
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    // sun_path[0] = '\0': the abstract namespace; the name follows, not NUL-terminated.
+    const std::size_t length = std::min(name.size(), sizeof(address.sun_path) - 1);
+    std::memcpy(address.sun_path + 1, name.data(), length);
+    const auto size = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + length);
+    fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    DDP_CHECK(fd_ >= 0, "socket(AF_UNIX): ", errno_text());
+    if (bind(fd_, reinterpret_cast<sockaddr*>(&address), size) == 0 && listen(fd_, 8) == 0) {
+      return;
+    }
+    const int bind_errno = errno;
+    close(fd_);
+    fd_ = -1;
+    DDP_CHECK(bind_errno == EADDRINUSE, "cannot claim node ", o.node_rank, " of the job at ",
+              o.master_addr, ":", port, ": ", errno_text(bind_errno));
+    const int tell = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (tell >= 0) {  // the first one learns of us from the connection itself
+      connect(tell, reinterpret_cast<sockaddr*>(&address), size);
+      close(tell);
+    }
+    DDP_FAIL(duplicate_message(o, port));
+  }
+  ~NodeClaim() {
+    if (fd_ >= 0) close(fd_);
+  }
+  NodeClaim(const NodeClaim&) = delete;
+  NodeClaim& operator=(const NodeClaim&) = delete;
+
+  int fd() const { return fd_; }  // readable once a second ddprun has knocked
+
+  static std::string duplicate_message(const Options& o, int port) {
+    return detail::concat(
+        "a second ddprun was started for node ", o.node_rank, " of the job at ", o.master_addr,
+        ":", port, " on this host\nhint: the launcher was started twice on this node? (e.g. "
+        "srun --ntasks-per-node=1 inside an allocation with 2 tasks per node starts 2 ddprun "
+        "per node: give srun --ntasks=<nodes> too)");
+  }
+
+ private:
+  int fd_ = -1;
 };
 
 // ---- Starting a rank --------------------------------------------------------------------
@@ -337,8 +396,8 @@ struct Outcome {
 // get SIGTERM, then SIGKILL after kGracePeriod; the kForwarded signals sent to ddprun are
 // passed on the same way, with kStopGracePeriod. `started`: when the job (its first
 // start) began, for --timeout.
-Outcome supervise(std::vector<Rank>& ranks, int signal_fd, const Options& o,
-                  Clock::time_point started) {
+Outcome supervise(std::vector<Rank>& ranks, int signal_fd, int claim_fd, const Options& o,
+                  int port, Clock::time_point started) {
   std::optional<Clock::time_point> kill_at;     // SIGKILL stragglers then
   std::optional<Clock::time_point> drain_until;  // all exited: stop reading then
   std::optional<int> first_failure;             // index into ranks
@@ -346,6 +405,8 @@ Outcome supervise(std::vector<Rank>& ranks, int signal_fd, const Options& o,
   std::optional<Clock::time_point> blame_at;    // decide who failed first then
   int got_signal = 0;
   bool timed_out = false;
+  bool duplicate = false;  // a second ddprun for this node knocked
+  bool stop_passed_on = false;  // a rank exited kExitStopped: the others got SIGTERM
 
   // Sends `sig` to every rank, and SIGKILL after `grace` to whoever is left.
   const auto stop_everyone = [&](int sig, Clock::duration grace) {
@@ -380,7 +441,7 @@ Outcome supervise(std::vector<Rank>& ranks, int signal_fd, const Options& o,
 
   for (;;) {
     // 1. Wait for output, a signal, or the next deadline.
-    std::vector<pollfd> fds{{signal_fd, POLLIN, 0}};
+    std::vector<pollfd> fds{{signal_fd, POLLIN, 0}, {claim_fd, POLLIN, 0}};
     std::vector<std::pair<Rank*, bool>> owners;  // (rank, is stderr) per fds[i + 1]
     for (Rank& r : ranks) {
       if (r.out_fd >= 0) fds.push_back({r.out_fd, POLLIN, 0}), owners.emplace_back(&r, false);
@@ -390,9 +451,9 @@ Outcome supervise(std::vector<Rank>& ranks, int signal_fd, const Options& o,
     poll(fds.data(), fds.size(), blame_at && !first_failure ? 10 : 100);  // paces the checks
 
     // 2. Output: prefixed and passed on; stdout to stdout, stderr to stderr.
-    for (std::size_t i = 1; i < fds.size(); ++i) {
+    for (std::size_t i = 2; i < fds.size(); ++i) {
       if (fds[i].revents == 0) continue;
-      auto [r, is_err] = owners[i - 1];
+      auto [r, is_err] = owners[i - 2];
       if (is_err) {
         forward_output(r->err_fd, r->err_partial, r->rank, STDERR_FILENO);
       } else {
@@ -413,6 +474,14 @@ Outcome supervise(std::vector<Rank>& ranks, int signal_fd, const Options& o,
       }
     }
 
+    // 3b. A second ddprun for this node of the job (Note [A launcher started twice]).
+    if (fds[1].revents != 0 && !duplicate) {
+      duplicate = true;
+      std::fprintf(stderr, "ddprun: stopping the ranks: %s\n",
+                   NodeClaim::duplicate_message(o, port).c_str());
+      stop_everyone(SIGTERM, kGracePeriod);
+    }
+
     // 4. Reap the ranks that exited; the first failure stops the others.
     for (Rank& r : ranks) {
       if (!r.running || waitpid(r.pid, &r.status, WNOHANG) != r.pid) continue;
@@ -426,9 +495,14 @@ Outcome supervise(std::vector<Rank>& ranks, int signal_fd, const Options& o,
         std::fprintf(stderr, "ddprun: rank %d stopped on request (exit code %d); passing "
                      "SIGTERM on to the other ranks\n", r.rank, kExitStopped);
         stop_everyone(SIGTERM, kStopGracePeriod);
+        stop_passed_on = true;
       }
-      const bool failed = !WIFEXITED(r.status) || (WEXITSTATUS(r.status) != 0 && !stopped);
-      if (failed && !first_failure && got_signal == 0 && !timed_out) {
+      // A rank that dies of that SIGTERM (it has no handler) stopped as asked.
+      const bool ended_by_us =
+          stop_passed_on && WIFSIGNALED(r.status) && WTERMSIG(r.status) == SIGTERM;
+      const bool failed =
+          !ended_by_us && (!WIFEXITED(r.status) || (WEXITSTATUS(r.status) != 0 && !stopped));
+      if (failed && !first_failure && got_signal == 0 && !timed_out && !duplicate) {
         failures.push_back(static_cast<int>(&r - ranks.data()));
         if (!blame_at) blame_at = Clock::now() + kBlameWindow;
       }
@@ -455,7 +529,7 @@ Outcome supervise(std::vector<Rank>& ranks, int signal_fd, const Options& o,
 
   if (!failures.empty() && !first_failure) blame();  // all exited inside the window
   // A stopped job leaves nothing behind: whatever the ranks started goes too.
-  if (first_failure || got_signal != 0 || timed_out) signal_all(ranks, SIGKILL);
+  if (first_failure || got_signal != 0 || timed_out || duplicate) signal_all(ranks, SIGKILL);
   for (Rank& r : ranks) {  // pipes some grandchild still holds open
     for (auto [fd, partial, to] : {std::tuple{&r.out_fd, &r.out_partial, STDOUT_FILENO},
                                    std::tuple{&r.err_fd, &r.err_partial, STDERR_FILENO}}) {
@@ -482,13 +556,15 @@ Outcome supervise(std::vector<Rank>& ranks, int signal_fd, const Options& o,
     return {128 + got_signal, false};
   }
   if (timed_out) return {124, false};
+  if (duplicate) return {kExitError, false};  // not restarted: the copy would knock again
   if (first_failure) {
     const Rank& r = ranks[*first_failure];
     std::fprintf(stderr, "ddprun: rank %d failed first (%s)\n", r.rank,
                  describe_status(r.status).c_str());
     return {exit_code_of(r.status), true};
   }
-  // Signalled directly (SLURM signals every task itself): the ranks stopped, no failure.
+  // Signalled directly (SLURM signals every task itself), or one rank was and ddprun
+  // passed it on: the ranks stopped, no failure.
   if (std::any_of(ranks.begin(), ranks.end(), stopped)) {
     std::fprintf(stderr, "ddprun: the ranks stopped on request (exit code %d)\n", kExitStopped);
     return {kExitStopped, false};
@@ -512,7 +588,7 @@ Outcome supervise(std::vector<Rank>& ranks, int signal_fd, const Options& o,
 
 // Starts the ranks, supervises them, and with --max-restarts starts them all again after
 // a rank failed, at most that many times. Returns ddprun's exit code.
-int run_with_restarts(const Options& o, int signal_fd, int port) {
+int run_with_restarts(const Options& o, int signal_fd, int claim_fd, int port) {
   const Clock::time_point started = Clock::now();
   for (int restart = 0;; ++restart) {
     if (restart > 0) {
@@ -528,7 +604,7 @@ int run_with_restarts(const Options& o, int signal_fd, int port) {
         throw;
       }
     }
-    const Outcome outcome = supervise(ranks, signal_fd, o, started);
+    const Outcome outcome = supervise(ranks, signal_fd, claim_fd, o, port, started);
     if (!outcome.rank_failed || o.max_restarts == 0) return outcome.exit_code;
     if (restart == o.max_restarts) {
       std::fprintf(stderr, "ddprun: no restarts left (--max-restarts %d); giving up\n",
@@ -543,7 +619,8 @@ int run(const Options& o) {
   std::optional<PortReservation> reserved;  // held until every rank has exited
   if (o.master_port == 0) reserved.emplace(o.master_addr);
   const int port = reserved ? reserved->port() : o.master_port;
-  return run_with_restarts(o, signal_fd, port);
+  const NodeClaim claim(o, port);  // Note [A launcher started twice]
+  return run_with_restarts(o, signal_fd, claim.fd(), port);
 }
 
 }  // namespace
