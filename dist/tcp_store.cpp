@@ -166,13 +166,6 @@ TCPStoreOptions TCPStoreOptions::for_rank(std::string host, int port, int rank,
   return o;
 }
 
-std::string default_job_token() {
-  for (const char* name : {"DDP_JOB_TOKEN", "SLURM_JOB_ID", "PBS_JOBID"}) {
-    if (const char* value = std::getenv(name); value != nullptr && *value != '\0') return value;
-  }
-  return "";
-}
-
 // ==== The server ========================================================================
 //
 // Note [TCPStore server]

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "dist/job_token.hpp"  // default_job_token
 #include "dist/socket.hpp"
 #include "dist/store.hpp"
 
@@ -49,8 +50,6 @@ struct TCPStoreOptions {
 // the error, naming both processes; every rank that sees it stops with it.
 inline constexpr const char* kStoreConflictKey = "__ddp/store/conflict";
 
-// DDP_JOB_TOKEN, else SLURM_JOB_ID, else PBS_JOBID, else "" (no check).
-std::string default_job_token();
 
 class TCPStore final : public Store {
  public:

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -32,6 +33,7 @@
 #include <tuple>
 #include <vector>
 
+#include "dist/job_token.hpp"  // header-only too
 #include "dist/parallel/exit_codes.hpp"  // constants only: ddprun links ddp::tensor alone
 #include "tensor/error.hpp"
 #include "tensor/errno_text.hpp"
@@ -149,15 +151,19 @@ class PortReservation {
 // The ranks find out at the store (Note [Claiming a rank], dist/tcp_store.cpp), but only
 // the ranks that reach it: once a failed rank 0 has taken the store away, a late copy's
 // ranks retry the connection until their --timeout. So each ddprun first claims its node
-// of its job on this host: an abstract Unix socket named after the three (Linux: no
-// file, gone with the process). The second one finds the name taken, connects to tell
-// the first, and exits 1 without starting ranks; the first, told, stops its ranks and
+// of its job on this host: an abstract Unix socket (Linux: no file, gone with the
+// process) named after the user, the job token (default_job_token: two jobs that share a
+// port differ there) and the node. The second one finds the name taken, knocks, and exits
+// 1 without starting ranks; the first accepts the knock, checks that it comes from the
+// same user (SO_PEERCRED: anyone may connect to an abstract socket), stops its ranks and
 // exits 1 too. Both copies say why within moments, whatever the store's state.
 class NodeClaim {
  public:
   NodeClaim(const Options& o, int port) {
-    const std::string name = detail::concat("ddprun ", o.master_addr, ":", port, " node ",
-                                            o.node_rank);
+    // The address last: a name longer than sun_path loses the end of the address only.
+    const std::string name = detail::concat("ddprun uid ", getuid(), " job '",
+                                            default_job_token(), "' node ", o.node_rank,
+                                            " port ", port, " ", o.master_addr);
     sockaddr_un address{};
     address.sun_family = AF_UNIX;
     // sun_path[0] = '\0': the abstract namespace; the name follows, not NUL-terminated.
@@ -166,7 +172,7 @@ class NodeClaim {
     const auto size = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + length);
     fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     DDP_CHECK(fd_ >= 0, "socket(AF_UNIX): ", errno_text());
-    if (bind(fd_, reinterpret_cast<sockaddr*>(&address), size) == 0 && listen(fd_, 8) == 0) {
+    if (bind(fd_, reinterpret_cast<sockaddr*>(&address), size) == 0 && listen(fd_, 64) == 0) {
       return;
     }
     const int bind_errno = errno;
@@ -174,10 +180,11 @@ class NodeClaim {
     fd_ = -1;
     DDP_CHECK(bind_errno == EADDRINUSE, "cannot claim node ", o.node_rank, " of the job at ",
               o.master_addr, ":", port, ": ", errno_text(bind_errno));
-    const int tell = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (tell >= 0) {  // the first one learns of us from the connection itself
-      connect(tell, reinterpret_cast<sockaddr*>(&address), size);
-      close(tell);
+    // Knock without waiting: a full backlog means the first one knows already.
+    const int knock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (knock >= 0) {
+      connect(knock, reinterpret_cast<sockaddr*>(&address), size);
+      close(knock);
     }
     DDP_FAIL(duplicate_message(o, port));
   }
@@ -187,14 +194,26 @@ class NodeClaim {
   NodeClaim(const NodeClaim&) = delete;
   NodeClaim& operator=(const NodeClaim&) = delete;
 
-  int fd() const { return fd_; }  // readable once a second ddprun has knocked
+  int fd() const { return fd_; }  // readable when someone knocks: see knocked()
+
+  // Accepts what knocked; true when one of them was this user's (a second ddprun).
+  bool knocked() const {
+    bool ours = false;
+    for (int peer; (peer = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC)) >= 0; close(peer)) {
+      ucred who{};
+      socklen_t length = sizeof who;
+      ours = ours || (getsockopt(peer, SOL_SOCKET, SO_PEERCRED, &who, &length) == 0 &&
+                      who.uid == getuid());
+    }
+    return ours;
+  }
 
   static std::string duplicate_message(const Options& o, int port) {
     return detail::concat(
         "a second ddprun was started for node ", o.node_rank, " of the job at ", o.master_addr,
         ":", port, " on this host\nhint: the launcher was started twice on this node? (e.g. "
         "srun --ntasks-per-node=1 inside an allocation with 2 tasks per node starts 2 ddprun "
-        "per node: give srun --ntasks=<nodes> too)");
+        "per node: give srun --ntasks=<nodes> too); or two of your jobs share --master-port");
   }
 
  private:
@@ -394,10 +413,11 @@ struct Outcome {
 // reap them, and react. The first rank to fail (non-zero exit other than kExitStopped,
 // or a signal; kBlameWindow says which when several fail at once) makes every other rank
 // get SIGTERM, then SIGKILL after kGracePeriod; the kForwarded signals sent to ddprun are
-// passed on the same way, with kStopGracePeriod. `started`: when the job (its first
-// start) began, for --timeout.
-Outcome supervise(std::vector<Rank>& ranks, int signal_fd, int claim_fd, const Options& o,
-                  int port, Clock::time_point started) {
+// passed on the same way, with kStopGracePeriod. A second ddprun knocking at `claim`
+// stops the ranks too (Note [A launcher started twice]). `started`: when the job (its
+// first start) began, for --timeout.
+Outcome supervise(std::vector<Rank>& ranks, int signal_fd, const NodeClaim& claim,
+                  const Options& o, int port, Clock::time_point started) {
   std::optional<Clock::time_point> kill_at;     // SIGKILL stragglers then
   std::optional<Clock::time_point> drain_until;  // all exited: stop reading then
   std::optional<int> first_failure;             // index into ranks
@@ -441,8 +461,8 @@ Outcome supervise(std::vector<Rank>& ranks, int signal_fd, int claim_fd, const O
 
   for (;;) {
     // 1. Wait for output, a signal, or the next deadline.
-    std::vector<pollfd> fds{{signal_fd, POLLIN, 0}, {claim_fd, POLLIN, 0}};
-    std::vector<std::pair<Rank*, bool>> owners;  // (rank, is stderr) per fds[i + 1]
+    std::vector<pollfd> fds{{signal_fd, POLLIN, 0}, {claim.fd(), POLLIN, 0}};
+    std::vector<std::pair<Rank*, bool>> owners;  // (rank, is stderr) per fds[i + 2]
     for (Rank& r : ranks) {
       if (r.out_fd >= 0) fds.push_back({r.out_fd, POLLIN, 0}), owners.emplace_back(&r, false);
       if (r.err_fd >= 0) fds.push_back({r.err_fd, POLLIN, 0}), owners.emplace_back(&r, true);
@@ -475,7 +495,7 @@ Outcome supervise(std::vector<Rank>& ranks, int signal_fd, int claim_fd, const O
     }
 
     // 3b. A second ddprun for this node of the job (Note [A launcher started twice]).
-    if (fds[1].revents != 0 && !duplicate) {
+    if (fds[1].revents != 0 && claim.knocked() && !duplicate) {
       duplicate = true;
       std::fprintf(stderr, "ddprun: stopping the ranks: %s\n",
                    NodeClaim::duplicate_message(o, port).c_str());
@@ -511,7 +531,7 @@ Outcome supervise(std::vector<Rank>& ranks, int signal_fd, int claim_fd, const O
 
     // 5. Deadlines: the job's --timeout, the grace period, the end of draining.
     const Clock::time_point now = Clock::now();
-    if (o.timeout_s > 0 && !timed_out && !first_failure && got_signal == 0 &&
+    if (o.timeout_s > 0 && !timed_out && !first_failure && got_signal == 0 && !duplicate &&
         now - started >= std::chrono::seconds(o.timeout_s)) {
       timed_out = true;
       std::fprintf(stderr, "ddprun: the job ran past --timeout %d s; stopping every rank\n",
@@ -588,7 +608,7 @@ Outcome supervise(std::vector<Rank>& ranks, int signal_fd, int claim_fd, const O
 
 // Starts the ranks, supervises them, and with --max-restarts starts them all again after
 // a rank failed, at most that many times. Returns ddprun's exit code.
-int run_with_restarts(const Options& o, int signal_fd, int claim_fd, int port) {
+int run_with_restarts(const Options& o, int signal_fd, const NodeClaim& claim, int port) {
   const Clock::time_point started = Clock::now();
   for (int restart = 0;; ++restart) {
     if (restart > 0) {
@@ -604,7 +624,7 @@ int run_with_restarts(const Options& o, int signal_fd, int claim_fd, int port) {
         throw;
       }
     }
-    const Outcome outcome = supervise(ranks, signal_fd, claim_fd, o, port, started);
+    const Outcome outcome = supervise(ranks, signal_fd, claim, o, port, started);
     if (!outcome.rank_failed || o.max_restarts == 0) return outcome.exit_code;
     if (restart == o.max_restarts) {
       std::fprintf(stderr, "ddprun: no restarts left (--max-restarts %d); giving up\n",
@@ -620,7 +640,7 @@ int run(const Options& o) {
   if (o.master_port == 0) reserved.emplace(o.master_addr);
   const int port = reserved ? reserved->port() : o.master_port;
   const NodeClaim claim(o, port);  // Note [A launcher started twice]
-  return run_with_restarts(o, signal_fd, claim.fd(), port);
+  return run_with_restarts(o, signal_fd, claim, port);
 }
 
 }  // namespace

@@ -37,8 +37,11 @@ ddprun is killed outright, the kernel kills the rank processes too.
 
 Exit code:
   0        every rank succeeded
-  75       the ranks stopped on request (every rank exited with 75, as ddp-train does
-           after a stop signal): start the job again with --resume to continue
+  1        ddprun's own error, or a second ddprun for this node of the job (the
+           launcher was started twice): both copies stop, saying so
+  75       the ranks stopped on request (each exited with 75, as ddp-train does after
+           a stop signal, or died of the SIGTERM ddprun passed on after one did): start
+           the job again with --resume to continue
   124      --timeout
   128 + N  ddprun got signal N (and the ranks did not all exit with 75)
   other    the first failing rank's exit code (128 + N when it was killed by signal N),
