@@ -42,7 +42,10 @@ OMPI_MCA_oob_tcp_if_include=lo;OMP_NUM_THREADS=1")
 # behaves as the preset does; their suppressions name only third-party libraries
 # (cmake/sanitizers/*.supp, one comment per entry). The tests labelled `cluster` are left
 # out of both presets (CMakePresets.json): they submit SLURM jobs, whose limits
-# (tests/cluster/run_job.sh) are not scaled and which these options do not reach.
+# (tests/cluster/run_job.sh) are not scaled and which these options do not reach. The tsan
+# preset also leaves out the store's memory-bound test ("holds back a client that never
+# reads its replies"): under TSan the process kept growing for the test's 2 s whatever the
+# bound (403 MiB at x2, 606 MiB at x3), so there it measures TSan, not the store.
 #
 # Open MPI never frees its tables, and the components it dlopen()s are unloaded before
 # LeakSanitizer reports, so with ASan's fast unwinder (frame pointers, which Open MPI's
@@ -66,8 +69,7 @@ if(DDP_SANITIZER STREQUAL "address")
   set(DDP_SANITIZER_MPI_ENV "ASAN_OPTIONS=${_ddp_asan}:fast_unwind_on_malloc=0")
 elseif(DDP_SANITIZER STREQUAL "thread")
   set(DDP_TEST_TIME_SCALE 8)  # TSan: 5-15x (a ch05 ddprun test: 156 s, limit 120 s in release)
-  # x3: the store's hold-back test grew by 403 MiB under TSan (bound 400 MiB at x2).
-  set(DDP_TEST_MEMORY_SCALE 3)
+  set(DDP_TEST_MEMORY_SCALE 2)
   # One OpenMP thread per process: libgomp is not instrumented, so TSan cannot see its
   # barriers and would call every parallel loop a race (cmake/sanitizers/tsan.supp).
   set(DDP_SANITIZER_ENV
