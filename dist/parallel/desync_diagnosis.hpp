@@ -56,7 +56,9 @@ struct LedgerPlace {
 LedgerPlace place_of(const ledger::Tail& tail);
 
 // The ranks that sent a tail, one group per place, the furthest back first (the first
-// group is behind, if there are two or more); each group's ranks in increasing order.
+// group is behind, if there are two or more); each group's ranks in increasing order, and
+// its place that of any one of them (at one key they are in the same collective: step 1
+// has ruled out different calls at one number).
 struct RanksAtPlace {
   std::vector<int> ranks;
   LedgerPlace place;

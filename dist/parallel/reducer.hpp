@@ -40,9 +40,10 @@ namespace ddp {
 // Groups parameters into buckets: `order` lists parameter indices in the order their
 // gradients are expected; `bytes[i]` is parameter i's gradient size. Walks `order`,
 // adding each parameter to the open bucket, and closes the bucket once it holds at least
-// its cap: `first_cap` for the first bucket, `cap` for every later one (a parameter
-// larger than the cap gets a bucket of its own). Returns the buckets in order, each the
-// parameter indices in the order they were added. Caps <= 0 are an error.
+// its cap: `first_cap` for the first bucket, `cap` for every later one. So a bucket passes
+// its cap by at most its last parameter, and a parameter larger than the cap closes the
+// bucket it joins (alone only if that bucket was empty). Returns the buckets in order,
+// each the parameter indices in the order they were added. Caps <= 0 are an error.
 std::vector<std::vector<std::size_t>> assign_buckets(const std::vector<std::int64_t>& bytes,
                                                      const std::vector<std::size_t>& order,
                                                      std::int64_t first_cap, std::int64_t cap);

@@ -34,7 +34,7 @@ TEST_CASE("assign_buckets closes a bucket once it reaches its cap", "[reducer][e
   CHECK(assign_buckets(bytes, reverse, 1 << 30, 1 << 30) == Buckets{{4, 3, 2, 1, 0}});
   // A cap of one byte: a bucket per parameter.
   CHECK(assign_buckets(bytes, reverse, 1, 1) == Buckets{{4}, {3}, {2}, {1}, {0}});
-  // A parameter larger than the cap gets a bucket of its own; the cap is reached exactly.
+  // A parameter as large as the cap closes its bucket alone; the cap is reached exactly.
   CHECK(assign_buckets(bytes, {0, 1, 2, 3, 4}, 400, 300) == Buckets{{0}, {1, 2}, {3, 4}});
   CHECK_THROWS_WITH(assign_buckets(bytes, reverse, 0, 100),
                     Catch::Contains("bucket caps must be positive"));

@@ -1,6 +1,6 @@
 // ch07_buckets: the Reducer at work, one event per line. Chapter 07.
 //
-//   ddprun --nproc-per-node 2 build/release/bin/ch07_buckets
+//   build/release/bin/ddprun --nproc-per-node 2 build/release/bin/ch07_buckets
 //   mpirun -np 2 --oversubscribe build/release/bin/ch07_buckets --backend mpi
 //
 // Rank 0 prints the bucket table of the ResNet with 100 kB buckets, then, during one
