@@ -4,6 +4,7 @@
 // Listing the tests (catch_discover_tests runs `--list-test-names-only` at build time,
 // usually on a machine without a GPU) works everywhere.
 #define CATCH_CONFIG_RUNNER
+#include "tests/support/catch_config.hpp"  // before catch.hpp: Note [Console width]
 #include <catch2/catch.hpp>
 
 #include <string_view>
