@@ -6,9 +6,11 @@
 #   bench/workshop.sh [BUILD_DIR]          # default build/release, built beforehand
 # Prints one tab-separated line per command: step, seconds, exit code, 1/5/15-minute load
 # average before, command; then the seconds per chapter. Files the commands write (run.csv,
-# the trace, the checkpoint) go to a temporary folder, removed at the end. Not run: the
-# GPU-only and cluster commands, and the first exercise check (it needs a build/exercises
-# that does not exist yet: time `tools/exercise check` itself). ~10 min on 2 idle cores.
+# the trace, the checkpoint) go to a temporary folder, removed at the end unless a command
+# ended with another exit code than it should (the script then says where its output is,
+# and exits 1). Not run: the GPU-only and cluster commands, and the first exercise check
+# (it needs a build/exercises that does not exist yet: time `tools/exercise check`
+# itself). ~10 min on 2 idle cores.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=$(cd "${1:-$root/build/release}" && pwd) || exit 2
@@ -17,10 +19,19 @@ bin=$build/bin
   echo "bench/workshop.sh: no ddp-train and ddprun in $bin: build first (cmake --build --preset release)" >&2
   exit 2
 }
-work=$(mktemp -d) && trap 'rm -rf "$work"' EXIT
+work=$(mktemp -d) || exit 2
 cd "$work" || exit 2
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 MNIST_DIR=
+export LC_ALL=C OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 MNIST_DIR=
 declare -A per_chapter
+failed=0
+log=  # the running step's output, for stop_after
+
+# seconds_since START: seconds from START (an $EPOCHREALTIME) to now, one decimal.
+seconds_since() {
+  local now=$EPOCHREALTIME
+  local us=$((${now/./} - ${1/./}))
+  printf '%d.%d' $((us / 1000000)) $((us % 1000000 / 100000))
+}
 
 # step NAME EXPECTED_EXIT COMMAND...: runs COMMAND (output to NAME.log), prints its line.
 step() {
@@ -30,23 +41,30 @@ step() {
   shown=${shown//"$bin"\//}
   shown=${shown//"$root"\//}
   load=$(cut -d' ' -f1-3 /proc/loadavg)
-  start=$(date +%s.%N)
-  "$@" >"$name.log" 2>&1
+  log=$work/$name.log
+  start=$EPOCHREALTIME
+  "$@" >"$log" 2>&1
   rc=$?
-  seconds=$(echo "$(date +%s.%N) - $start" | bc)
-  printf '%s\t%.1f\t%s\t%s\t%s\n' "$name" "$seconds" "$rc" "$load" "$shown"
-  [[ $rc == "$expected" ]] || echo "  ^ expected exit code $expected: see the output above" \
-                                   "(kept: rerun it by hand)" >&2
-  per_chapter[${name%%.*}]=$(echo "${per_chapter[${name%%.*}]:-0} + $seconds" | bc)
+  seconds=$(seconds_since "$start")
+  printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$seconds" "$rc" "$load" "$shown"
+  if [[ $rc != "$expected" ]]; then
+    echo "  ^ $name: exit code $rc, expected $expected; its output: $log" >&2
+    failed=$((failed + 1))
+  fi
+  per_chapter[${name%%.*}]=$(awk -v a="${per_chapter[${name%%.*}]:-0}" -v b="$seconds" \
+                                 'BEGIN { printf "%.1f", a + b }')
 }
 
-# stop_after SECONDS COMMAND...: chapter 08's "Run it": SIGUSR1 to ddprun after SECONDS.
-stop_after() {
-  local delay=$1
-  shift
+# stop_in_first_epoch COMMAND...: chapter 08's "Run it": SIGUSR1 to ddprun once rank 0
+# has printed its first progress line of epoch 1 (after 2 minutes at the latest), so that
+# the run stops inside epoch 1 on a fast machine as on a slow one.
+stop_in_first_epoch() {
   "$@" &
-  local pid=$!
-  sleep "$delay"
+  local pid=$! waited=0
+  until grep -q 'epoch 1/[0-9]* step' "$log" || ((waited >= 1200)); do
+    sleep 0.1
+    waited=$((waited + 1))
+  done
   kill -USR1 "$pid"
   wait "$pid"
 }
@@ -78,12 +96,18 @@ step ch07.timeline 0 env DDP_TCP_LINK=1gbit,50us "$bin/ddprun" --nproc-per-node 
 step ch07.costmodel 0 "$bin/bench_cost_model" --params 1226442 --world 2 --link 1gbit,50us
 step ch07.ctest 0 ctest --test-dir "$build" -L ch07 -LE cluster
 # 75: stopped on request (chapter 08); 4: the watchdog's exit that ch08_desync plants.
-step ch08.stop 75 stop_after 6 "$bin/ddprun" --nproc-per-node 2 "$bin/ddp-train" --epochs 2 --save ck
+step ch08.stop 75 stop_in_first_epoch "$bin/ddprun" --nproc-per-node 2 "$bin/ddp-train" --epochs 2 --save ck
 step ch08.resume 0 "$bin/ddprun" --nproc-per-node 2 "$bin/ddp-train" --epochs 2 --save ck --resume ck
 step ch08.desync 4 "$bin/ddprun" --nproc-per-node 4 "$bin/ch08_desync" --scenario skip --rank 2 --step 3 --timeout-s 3
 step ch08.ctest 0 ctest --test-dir "$build" -L ch08 -LE cluster
 
 printf '\nchapter\tseconds\n'
 for chapter in fast ch00 ch01 ch02 ch03 ch04 ch05 ch06 ch07 ch08; do
-  printf '%s\t%.0f\n' "$chapter" "${per_chapter[$chapter]}"
+  printf '%s\t%s\n' "$chapter" "${per_chapter[$chapter]}"
 done
+if ((failed > 0)); then
+  echo "bench/workshop.sh: $failed command(s) ended with another exit code than expected;" \
+       "their output is in $work" >&2
+  exit 1
+fi
+rm -rf "$work"

@@ -93,21 +93,30 @@ function(ddp_test_timeout out seconds)
 endfunction()
 
 
-# Catch2's main() with our console width (tests/support/catch_main.cpp, Note [Console
-# width]), compiled once for every test program instead of Catch2::Catch2WithMain.
-function(ddp_add_catch_main)
+# The two main()s of the tests, each compiled once for every test program that links it
+# (instead of Catch2::Catch2WithMain, for our console width: Note [Console width]):
+# ddp_catch_main (tests/support/catch_main.cpp) and, for the tests that need a GPU,
+# ddp_catch_cuda_main (cuda_main.cpp: Skipped without one).
+function(ddp_add_catch_mains)
   if(NOT TARGET ddp_catch_main)
     add_library(ddp_catch_main STATIC ${PROJECT_SOURCE_DIR}/tests/support/catch_main.cpp)
     target_link_libraries(ddp_catch_main PUBLIC Catch2::Catch2)
     target_include_directories(ddp_catch_main PRIVATE ${PROJECT_SOURCE_DIR})
+    add_library(ddp_catch_cuda_main STATIC ${PROJECT_SOURCE_DIR}/tests/support/cuda_main.cpp)
+    target_link_libraries(ddp_catch_cuda_main PUBLIC Catch2::Catch2 ddp::tensor)
+    target_include_directories(ddp_catch_cuda_main PRIVATE ${PROJECT_SOURCE_DIR})
   endif()
 endfunction()
 
 function(ddp_add_test)
-  ddp_add_catch_main()
+  ddp_add_catch_mains()
   cmake_parse_arguments(T "CUDA" "NAME;CHAPTER;LAYER;TIMEOUT" "SOURCES;LIBS;DEFINITIONS" ${ARGN})
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 120)
+  endif()
+  set(main ddp_catch_main)
+  if(T_CUDA)
+    set(main ddp_catch_cuda_main)
   endif()
   ddp_test_timeout(T_TIMEOUT ${T_TIMEOUT})
   # A program that checks an exercise is built from an object library, which its stub
@@ -122,17 +131,12 @@ function(ddp_add_test)
     ddp_set_warnings(${T_NAME}.objects)
     add_executable(${T_NAME} $<TARGET_OBJECTS:${T_NAME}.objects>)
     ddp_exercise_test_twins(${T_NAME} ${T_NAME}.objects ${T_TIMEOUT}
-                            ddp_catch_main ${T_LIBS})
+                            ${main} ${T_LIBS})
   else()
     add_executable(${T_NAME} ${T_SOURCES})
     target_compile_definitions(${T_NAME} PRIVATE ${T_DEFINITIONS})
   endif()
-  if(T_CUDA)
-    target_sources(${T_NAME} PRIVATE ${PROJECT_SOURCE_DIR}/tests/support/cuda_main.cpp)
-    target_link_libraries(${T_NAME} PRIVATE Catch2::Catch2)
-  else()
-    target_link_libraries(${T_NAME} PRIVATE ddp_catch_main)
-  endif()
+  target_link_libraries(${T_NAME} PRIVATE ${main})
   target_link_libraries(${T_NAME} PRIVATE ${T_LIBS})
   target_include_directories(${T_NAME} PRIVATE ${PROJECT_SOURCE_DIR})
   target_compile_options(${T_NAME} PRIVATE -UNDEBUG)

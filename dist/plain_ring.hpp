@@ -1,5 +1,5 @@
 // The ring all-reduce in its plainest form: chapter 05's algorithm (Note [Ring schedule],
-// ring_schedule.cpp) with nothing else, for float32 sums. Read it first; the pipelined
+// ring_schedule.hpp) with nothing else, for float32 sums. Read it first; the pipelined
 // ring that ProcessGroupTcp runs by default (process_group_tcp.cpp) does the same thing
 // faster, and chapter 05's page says what each of its changes buys.
 //
