@@ -24,7 +24,7 @@ cd "$work" || exit 2
 export LC_ALL=C OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 MNIST_DIR=
 declare -A per_chapter
 failed=0
-log=  # the running step's output, for stop_after
+log=  # the running step's output, for stop_in_first_epoch
 
 # seconds_since START: seconds from START (an $EPOCHREALTIME) to now, one decimal.
 seconds_since() {
