@@ -29,12 +29,12 @@
 #include "bench/bench_args.hpp"
 #include "bench/timing.hpp"
 #include "dist/bandwidth.hpp"
-#include "dist/deadline.hpp"
+#include "base/deadline.hpp"
 #include "dist/init.hpp"
 #include "dist/process_group.hpp"
 #include "dist/process_group_tcp.hpp"
 #include "dist/socket.hpp"
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 #include "tensor/tensor.hpp"
 
 namespace {

@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 #include "tools/flags.hpp"
 
 namespace ddp::bench {

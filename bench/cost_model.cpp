@@ -20,7 +20,7 @@
 
 #include "bench/bench_args.hpp"
 #include "dist/parallel/cost_model.hpp"
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 
 namespace {
 

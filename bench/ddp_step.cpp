@@ -14,7 +14,7 @@
 //   flat           chapter 06's DDP: backward, then one all-reduce of all gradients
 //   no-sync        no gradient averaging (DDP's no_sync): the step without communication
 //   per-parameter, flat-nobuf   (--all) chapter 06's other variants
-// Prints one line per mode: the step (min, median), and from a trace (tensor/trace.hpp)
+// Prints one line per mode: the step (min, median), and from a trace (base/trace.hpp)
 // the communication (some collective running) and the exposed part of it (the main
 // thread waiting for the network); then, per bucketed mode, exposed communication as a
 // share of flat's all-reduce (flat exposes all of it), and the cost model's prediction
@@ -42,7 +42,7 @@
 #include "nn/sgd.hpp"
 #include "tensor/random.hpp"
 #include "tensor/threads.hpp"
-#include "tensor/trace.hpp"
+#include "base/trace.hpp"
 
 namespace {
 
@@ -60,7 +60,7 @@ struct Mode {
   std::unique_ptr<DistributedDataParallel> ddp = {};
   std::unique_ptr<nn::SGD> sgd = {};
   std::vector<double> step_s = {}, forward_s = {}, backward_s = {}, optimizer_s = {};
-  // From the trace (tensor/trace.hpp), per step: the main thread's waits for the network
+  // From the trace (base/trace.hpp), per step: the main thread's waits for the network
   // (exposed), and the time some collective was running (communication).
   std::vector<double> exposed_s = {}, communication_s = {};
 };

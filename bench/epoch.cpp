@@ -31,8 +31,8 @@
 #include "bench/bench_args.hpp"
 #include "bench/anchor_json.hpp"
 #include "bench/timing.hpp"
-#include "tensor/errno_text.hpp"
-#include "tensor/error.hpp"
+#include "base/errno_text.hpp"
+#include "base/error.hpp"
 
 using ddp::bench::parse_int;
 using ddp::bench::parse_int_list;

@@ -23,7 +23,7 @@
 #include "bench/anchor_json.hpp"
 #include "bench/gemm_gpu.hpp"
 #include "bench/timing.hpp"
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 #include "tensor/ops.hpp"
 #include "tensor/random.hpp"
 #include "tensor/tensor.hpp"

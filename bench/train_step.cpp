@@ -34,7 +34,7 @@
 #include "nn/sgd.hpp"
 #include "tensor/backend.hpp"
 #include "tensor/device.hpp"
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 #include "tensor/random.hpp"
 #include "tensor/tensor.hpp"
 #include "tensor/threads.hpp"

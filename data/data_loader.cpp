@@ -11,7 +11,7 @@
 #include <algorithm>
 #include <utility>
 
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 
 namespace ddp {
 

@@ -1,7 +1,7 @@
 // DistributedSampler and ShardSampler (see distributed_sampler.hpp). Chapter 06.
 #include "data/distributed_sampler.hpp"
 
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 
 namespace ddp {
 

@@ -20,8 +20,8 @@
 #include <memory>
 
 #include "data/idx_header.hpp"
-#include "tensor/error.hpp"
-#include "tensor/errno_text.hpp"
+#include "base/error.hpp"
+#include "base/errno_text.hpp"
 
 namespace ddp {
 namespace {

@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <utility>
 
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 
 namespace ddp {
 namespace {

@@ -3,7 +3,7 @@
 
 #include <numeric>
 
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 #include "tensor/random.hpp"
 
 namespace ddp {

@@ -41,10 +41,10 @@
 #include <cstring>
 #include <thread>
 
-#include "dist/deadline.hpp"
-#include "tensor/errno_text.hpp"
-#include "tensor/error.hpp"
-#include "tensor/little_endian.hpp"
+#include "base/deadline.hpp"
+#include "base/errno_text.hpp"
+#include "base/error.hpp"
+#include "base/little_endian.hpp"
 
 namespace ddp {
 namespace {

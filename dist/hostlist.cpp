@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "dist/launch_env.hpp"
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 
 namespace ddp {
 namespace {

@@ -6,7 +6,7 @@
 #include "dist/process_group_mpi.hpp"
 #include "dist/process_group_tcp.hpp"
 #include "dist/tcp_store.hpp"
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 #ifdef DDP_HAVE_NCCL
 #include "dist/process_group_nccl.hpp"
 #include "tensor/cuda/device_info.hpp"  // device_count

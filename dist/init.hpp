@@ -16,7 +16,7 @@
 #include <memory>
 #include <string>
 
-#include "dist/deadline.hpp"  // kDefaultTimeout
+#include "base/deadline.hpp"  // kDefaultTimeout
 #include "dist/process_group.hpp"
 
 namespace ddp {

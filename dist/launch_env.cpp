@@ -20,7 +20,7 @@
 #include <string_view>
 #include <utility>
 
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 
 extern char** environ;  // POSIX: the process's environment, "NAME=value" strings
 

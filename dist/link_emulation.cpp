@@ -10,7 +10,7 @@
 #include <cstring>
 #include <string_view>
 
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 
 namespace ddp {
 

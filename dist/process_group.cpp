@@ -9,7 +9,7 @@
 #include "dist/launch_env.hpp"
 #include "tensor/cuda/device_info.hpp"  // use_device
 #include "tensor/cuda/streams.hpp"
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 
 namespace ddp {
 

@@ -22,10 +22,10 @@
 #include <utility>
 #include <vector>
 
-#include "dist/deadline.hpp"
+#include "base/deadline.hpp"
 #include "dist/launch_env.hpp"  // host_name
-#include "tensor/error.hpp"
-#include "tensor/trace.hpp"
+#include "base/error.hpp"
+#include "base/trace.hpp"
 
 // Note [Why a communication thread]
 // MPI's nonblocking collectives only move data while some thread is inside an MPI call:
@@ -220,7 +220,7 @@ struct MpiOp {
   Tensor send;
   Tensor recv;
   detail::ComputeMark ready;
-  std::int64_t started_ns = 0;  // for the trace (tensor/trace.hpp), when it is recording
+  std::int64_t started_ns = 0;  // for the trace (base/trace.hpp), when it is recording
   // Issues the nonblocking MPI call on send/recv (on the communication thread).
   std::function<void(MpiOp&, MPI_Comm)> start;
   MPI_Request request = MPI_REQUEST_NULL;

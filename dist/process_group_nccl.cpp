@@ -18,12 +18,12 @@
 #include <utility>
 #include <vector>
 
-#include "dist/deadline.hpp"
+#include "base/deadline.hpp"
 #include "dist/launch_env.hpp"  // host_name
 #include "tensor/cuda/device_info.hpp"
 #include "tensor/cuda/runtime.hpp"
 #include "tensor/cuda/streams.hpp"  // the compute stream: record on it, make it wait
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 
 namespace ddp {
 namespace {

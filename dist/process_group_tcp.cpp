@@ -15,14 +15,14 @@
 #include <exception>
 #include <type_traits>
 
-#include "dist/deadline.hpp"
+#include "base/deadline.hpp"
 #include "dist/launch_env.hpp"  // host_name, process_label
 #include "dist/plain_ring.hpp"
 #include "dist/socket.hpp"      // resolve_ipv4
 #include "dist/tcp_store.hpp"
-#include "tensor/error.hpp"
-#include "tensor/errno_text.hpp"
-#include "tensor/trace.hpp"
+#include "base/error.hpp"
+#include "base/errno_text.hpp"
+#include "base/trace.hpp"
 
 namespace ddp {
 

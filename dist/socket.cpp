@@ -18,8 +18,8 @@
 #include <thread>
 #include <utility>
 
-#include "tensor/errno_text.hpp"
-#include "tensor/error.hpp"
+#include "base/errno_text.hpp"
+#include "base/error.hpp"
 
 namespace ddp {
 

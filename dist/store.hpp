@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "dist/deadline.hpp"  // kDefaultTimeout
+#include "base/deadline.hpp"  // kDefaultTimeout
 
 namespace ddp {
 

@@ -16,11 +16,11 @@
 #include <optional>
 #include <thread>
 
-#include "dist/deadline.hpp"
+#include "base/deadline.hpp"
 #include "dist/launch_env.hpp"  // process_label
-#include "tensor/error.hpp"
-#include "tensor/errno_text.hpp"
-#include "tensor/little_endian.hpp"
+#include "base/error.hpp"
+#include "base/errno_text.hpp"
+#include "base/little_endian.hpp"
 
 namespace ddp {
 
@@ -78,7 +78,7 @@ enum class Status : std::uint8_t { Ok = 0, Timeout = 1, Error = 2 };
 
 // ---- Encoding ---------------------------------------------------------------------------
 
-// Integers: put_le and get_le (tensor/little_endian.hpp).
+// Integers: put_le and get_le (base/little_endian.hpp).
 void put_u8(std::string& out, std::uint8_t v) { out.push_back(static_cast<char>(v)); }
 void put_u32(std::string& out, std::uint32_t v) { put_le(out, v, 4); }
 void put_u64(std::string& out, std::uint64_t v) { put_le(out, v, 8); }

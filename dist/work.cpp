@@ -2,8 +2,8 @@
 // (see dist/work.hpp).
 #include "dist/work.hpp"
 
-#include "dist/deadline.hpp"
-#include "tensor/error.hpp"
+#include "base/deadline.hpp"
+#include "base/error.hpp"
 
 namespace ddp {
 

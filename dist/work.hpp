@@ -14,7 +14,7 @@
 #include <mutex>
 #include <string>
 
-#include "dist/deadline.hpp"  // kDefaultTimeout
+#include "base/deadline.hpp"  // kDefaultTimeout
 
 namespace ddp {
 

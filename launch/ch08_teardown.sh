@@ -15,7 +15,7 @@
 # The checkpoint is ch08_teardown-<job id>.ckpt in the submit folder (DDP_CKPT_DIR: another
 # folder every node sees); a requeued job keeps its id, so it finds it. Every collective
 # and store call has a deadline, DDP_TIMEOUT seconds when set (ddp-train --timeout; unset:
-# ddp-train's default, kDefaultTimeout in dist/deadline.hpp, 300 s):
+# ddp-train's default, kDefaultTimeout in base/deadline.hpp, 300 s):
 # a rank that dies or hangs ends the job within it, with a diagnosis, instead of burning
 # the allocation. Exit codes (dist/parallel/exit_codes.hpp): 0 done, 75 stopped on request
 # (requeued here up to DDP_MAX_REQUEUES times, default 3), 4 the watchdog gave up, 1 an

@@ -6,7 +6,7 @@
 #include <numbers>
 #include <utility>
 
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 
 namespace ddp::nn {
 

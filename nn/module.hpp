@@ -22,7 +22,7 @@
 #include "nn/state_dict.hpp"
 #include "tensor/device.hpp"
 #include "tensor/tensor.hpp"
-#include "tensor/trace.hpp"
+#include "base/trace.hpp"
 
 namespace ddp::nn {
 

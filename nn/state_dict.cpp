@@ -16,8 +16,8 @@
 #include <unordered_set>
 
 #include "nn/module.hpp"
-#include "tensor/errno_text.hpp"
-#include "tensor/little_endian.hpp"
+#include "base/errno_text.hpp"
+#include "base/little_endian.hpp"
 
 namespace ddp::nn {
 
@@ -41,7 +41,7 @@ std::uint32_t crc32_of(const void* data, std::size_t size) {
   return static_cast<std::uint32_t>(crc);
 }
 
-// ---- Byte encoding: little-endian (tensor/little_endian.hpp) --------------------------------
+// ---- Byte encoding: little-endian (base/little_endian.hpp) --------------------------------
 
 template <typename T>
 void put(std::string& out, T value) {

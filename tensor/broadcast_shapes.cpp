@@ -3,7 +3,7 @@
 // (tutorial/EXERCISES.md, Note [How an exercise replaces the reference]).
 #include <algorithm>
 
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 #include "tensor/shape.hpp"
 
 namespace ddp {

@@ -3,7 +3,7 @@
 
 #include <charconv>
 
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 
 namespace ddp {
 

@@ -8,7 +8,7 @@
 #include "tensor/cuda/device_info.hpp"
 #include "tensor/cuda/matmul_tiled.hpp"
 #include "tensor/cuda/streams.hpp"
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 
 namespace ddp {
 namespace {

@@ -11,7 +11,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 
 #if defined(__CUDACC__)
 #define DDP_HOST_DEVICE __host__ __device__

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <sstream>
 
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 
 namespace ddp {
 

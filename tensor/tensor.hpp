@@ -16,7 +16,7 @@
 
 #include "tensor/device.hpp"
 #include "tensor/dtype.hpp"
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 #include "tensor/shape.hpp"
 #include "tensor/storage.hpp"
 

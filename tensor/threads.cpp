@@ -9,7 +9,7 @@
 
 #include <Eigen/Core>
 
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 
 namespace ddp {
 

@@ -6,7 +6,7 @@
 #include <charconv>
 #include <string_view>
 
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 
 namespace ddp {
 

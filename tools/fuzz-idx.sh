@@ -30,7 +30,7 @@ echo "== building $out/idx_fuzz with $(clang++ --version | head -n 1)"
 if ! clang++ -std=c++20 -g -O1 -fno-omit-frame-pointer \
     -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
     -I "$root" \
-    "$root/tests/fuzz/idx_fuzz.cpp" "$root/data/idx_reader.cpp" "$root/tensor/error.cpp" \
+    "$root/tests/fuzz/idx_fuzz.cpp" "$root/data/idx_reader.cpp" "$root/base/error.cpp" \
     -lz -o "$out/idx_fuzz"; then
   echo "fuzz-idx.sh: the build failed." >&2
   echo "hint: libFuzzer comes with libclang-rt-14-dev: apt-get install -y libclang-rt-14-dev" >&2

@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "autograd/variable.hpp"
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 #include "tensor/tensor.hpp"
 
 namespace ddp::detail {

@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "autograd/function.hpp"
-#include "tensor/trace.hpp"
+#include "base/trace.hpp"
 
 namespace ddp {
 

@@ -3,7 +3,7 @@
 // Note [How an exercise replaces the reference]).
 #include "dist/parallel/reducer.hpp"
 
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 
 namespace ddp {
 

@@ -5,7 +5,7 @@
 
 #include <optional>
 
-#include "tensor/trace.hpp"
+#include "base/trace.hpp"
 
 namespace ddp {
 

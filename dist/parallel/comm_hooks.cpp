@@ -10,7 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 
 namespace ddp {
 

@@ -13,7 +13,7 @@
 
 #include "dist/link_emulation.hpp"
 
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 
 namespace ddp {
 

@@ -5,7 +5,7 @@
 #include <map>
 
 #include "dist/launch_env.hpp"  // rank_label
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 
 namespace ddp {
 

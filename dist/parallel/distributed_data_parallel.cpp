@@ -8,8 +8,8 @@
 #include "autograd/grad_mode.hpp"
 #include "dist/parallel/join.hpp"
 #include "dist/parallel/replica_check.hpp"
-#include "tensor/error.hpp"
-#include "tensor/trace.hpp"
+#include "base/error.hpp"
+#include "base/trace.hpp"
 
 namespace ddp {
 

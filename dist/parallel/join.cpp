@@ -12,7 +12,7 @@
 #include "autograd/grad_mode.hpp"
 #include "dist/launch_env.hpp"
 #include "dist/parallel/sync_batch_norm.hpp"
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 
 namespace ddp {
 

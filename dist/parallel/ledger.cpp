@@ -6,7 +6,7 @@
 #include <sstream>
 
 #include "dist/launch_env.hpp"  // process_label, rank_label
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 
 namespace ddp::ledger {
 

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <map>
 
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 
 namespace ddp {
 

@@ -15,7 +15,7 @@
 #include "dist/parallel/desync_diagnosis.hpp"
 #include "dist/parallel/exit_codes.hpp"
 #include "dist/tcp_store.hpp"  // kStoreConflictKey
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 
 namespace ddp {
 

@@ -20,7 +20,7 @@
 #include "tensor/cuda/device_info.hpp"
 #include "tensor/cuda/kernels.hpp"
 #include "tensor/cuda/runtime.hpp"
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 #include "tensor/tensor.hpp"
 
 namespace ddp {

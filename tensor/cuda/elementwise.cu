@@ -15,7 +15,7 @@
 
 #include "tensor/cuda/kernels.hpp"
 #include "tensor/cuda/runtime.hpp"
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 #include "tensor/tensor.hpp"
 
 namespace ddp::cuda {

@@ -10,7 +10,7 @@
 
 #include "tensor/cuda/kernels.hpp"
 #include "tensor/cuda/runtime.hpp"
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 #include "tensor/philox.hpp"
 #include "tensor/tensor.hpp"
 

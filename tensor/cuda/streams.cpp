@@ -7,7 +7,7 @@
 
 #include "tensor/cuda/kernels.hpp"  // compute_stream, copy_stream
 #include "tensor/cuda/runtime.hpp"
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 #include "tensor/tensor.hpp"
 
 namespace ddp::cuda {

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "tensor/cuda/device_info.hpp"
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 
 TEST_CASE("Eigen multiplies a 2x3 by a 3x2 matrix like the hand computation", "[ch00][deps]") {
   // clang-format off

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "tensor/device.hpp"
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 
 using Catch::Contains;
 using ddp::Device;

@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 
 using Catch::Contains;
 using Catch::EndsWith;

@@ -4,7 +4,7 @@
 
 #include <random>
 
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 #include "tensor/shape.hpp"
 #include "tests/support/reference.hpp"
 

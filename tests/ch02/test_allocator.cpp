@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "tensor/cuda/caching_allocator.hpp"
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 
 namespace {
 

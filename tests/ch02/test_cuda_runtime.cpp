@@ -12,7 +12,7 @@
 
 #include "tensor/cuda/device_info.hpp"
 #include "tensor/cuda/runtime.hpp"
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 #include "tensor/ops.hpp"
 #include "tensor/tensor.hpp"
 

@@ -15,7 +15,7 @@
 
 #include <unistd.h>
 
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 
 namespace ch04 {
 

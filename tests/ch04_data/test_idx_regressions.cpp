@@ -7,7 +7,7 @@
 #include <string>
 
 #include "data/idx_reader.hpp"
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 
 TEST_CASE("Every fuzzing regression input reads or fails with a ddp::Error",
           "[ch04][idx][ex04.2]") {

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 #include "tools/ddp_train/options.hpp"
 
 namespace ddp::test {

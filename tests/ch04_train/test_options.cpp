@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 #include "tests/ch04_train/parse_options.hpp"
 #include "tools/ddp_train/options.hpp"
 

@@ -24,7 +24,7 @@
 
 #include "dist/init.hpp"
 #include "dist/process_group.hpp"
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 #include "tensor/tensor.hpp"
 #include "tests/ch05/test_port.hpp"
 

@@ -12,7 +12,7 @@
 #include <memory>
 
 #include "dist/tcp_store.hpp"
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 
 namespace ddp::test {
 

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "dist/file_store.hpp"
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 
 using Catch::Contains;
 using namespace std::chrono_literals;

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "dist/launch_env.hpp"
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 
 using Catch::Contains;
 using Hosts = std::vector<std::string>;

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "dist/init.hpp"
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 #include "tensor/tensor.hpp"
 #include "tests/ch05/fork_ranks.hpp"
 #include "tests/ch05/test_port.hpp"

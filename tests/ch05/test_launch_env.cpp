@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "dist/launch_env.hpp"
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 
 using Catch::Contains;
 using ddp::Environment;

@@ -11,7 +11,7 @@
 #include <fstream>
 #include <random>
 
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 
 namespace ddp::test {
 

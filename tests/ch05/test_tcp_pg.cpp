@@ -27,7 +27,7 @@
 #include "dist/process_group_tcp.hpp"
 #include "dist/socket.hpp"
 #include "dist/tcp_store.hpp"
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 #include "tensor/random.hpp"
 #include "tensor/tensor.hpp"
 #include "tests/ch05/fork_ranks.hpp"

@@ -25,7 +25,7 @@
 
 #include "dist/socket.hpp"
 #include "dist/tcp_store.hpp"
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 #include "tests/ch05/fork_ranks.hpp"
 #include "tests/support/test_scale.hpp"
 

@@ -35,7 +35,7 @@
 #include "nn/resnet_mnist.hpp"
 #include "nn/sequential.hpp"
 #include "nn/sgd.hpp"
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 #include "tensor/random.hpp"
 #include "tests/support/no_gpu.hpp"
 #include "tests/support/rank_args.hpp"

@@ -14,7 +14,7 @@
 
 #include "data/distributed_sampler.hpp"
 #include "data/sampler.hpp"
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 
 using ddp::DistributedSampler;
 using ddp::ShardSampler;

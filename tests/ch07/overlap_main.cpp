@@ -5,7 +5,7 @@
 // Two ranks train the ResNet at width 2 (1.2 MB of gradients... 308,074 floats) for three
 // steps with small buckets, over an emulated slow link (the tcp backend's DDP_TCP_LINK:
 // each all-reduce takes longer than the backward layers after it), recording a trace
-// (tensor/trace.hpp). In the last step's backward, rank 0's trace must show, as an
+// (base/trace.hpp). In the last step's backward, rank 0's trace must show, as an
 // ORDERING of recorded events and not as a timing:
 //   1. bucket 0's all-reduce launched before backward's last module finished, and
 //   2. that all-reduce in flight (its span on the communication thread) while a later
@@ -23,10 +23,10 @@
 #include "dist/parallel/distributed_data_parallel.hpp"
 #include "nn/resnet_mnist.hpp"
 #include "nn/sgd.hpp"
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 #include "tensor/random.hpp"
 #include "tensor/threads.hpp"
-#include "tensor/trace.hpp"
+#include "base/trace.hpp"
 
 using namespace ddp;
 

@@ -17,7 +17,7 @@
 #include "nn/linear.hpp"
 #include "nn/resnet_mnist.hpp"
 #include "nn/sequential.hpp"
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 #include "tensor/random.hpp"
 #include "tests/support/world_of_one.hpp"
 

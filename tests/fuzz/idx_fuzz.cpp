@@ -7,7 +7,7 @@
 #include <span>
 
 #include "data/idx_reader.hpp"
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   try {

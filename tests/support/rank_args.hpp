@@ -6,7 +6,7 @@
 #include <string>
 
 #include "tensor/device.hpp"
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 
 namespace ddp::test {
 

@@ -7,7 +7,7 @@
 #include <set>
 #include <sstream>
 
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 
 namespace ddp::doctor {
 

@@ -20,7 +20,7 @@
 #include "dist/launch_env.hpp"
 #include "dist/tcp_store.hpp"
 #include "tensor/cuda/device_info.hpp"
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 #include "tools/ddp_doctor/checks.hpp"
 #include "tools/flags.hpp"
 

@@ -19,7 +19,7 @@
 
 #include "dist/launch_env.hpp"
 #include "dist/parallel/exit_codes.hpp"
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 #include "tools/ddp_train/options.hpp"
 #include "tools/ddp_train/stop_request.hpp"
 #include "tools/ddp_train/trainer.hpp"

@@ -7,7 +7,7 @@
 #include <string_view>
 
 #include "tensor/device.hpp"
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 
 namespace ddp::train {
 

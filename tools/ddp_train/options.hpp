@@ -8,7 +8,7 @@
 #include <optional>
 #include <string>
 
-#include "dist/deadline.hpp"  // kDefaultTimeout
+#include "base/deadline.hpp"  // kDefaultTimeout
 
 namespace ddp::train {
 

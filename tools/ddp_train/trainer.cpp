@@ -539,7 +539,7 @@ EpochResult Trainer::run() {
 }
 
 // "epoch 3: compute 812 ms, communication 95 ms, exposed 12 ms, overlap 87%": rank 0's
-// own timeline (tensor/trace.hpp, Note [Overlap summary]); the other ranks' are in their
+// own timeline (base/trace.hpp, Note [Overlap summary]); the other ranks' are in their
 // files.
 void Trainer::print_timeline(const EpochResult& r) const {
   if (options_.trace.empty() || rank() != 0) return;

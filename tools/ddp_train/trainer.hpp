@@ -35,7 +35,7 @@
 #include "nn/lr_schedule.hpp"
 #include "nn/resnet_mnist.hpp"
 #include "nn/sgd.hpp"
-#include "tensor/trace.hpp"
+#include "base/trace.hpp"
 #include "tools/ddp_train/options.hpp"
 
 namespace ddp::train {

@@ -34,9 +34,9 @@
 #include <vector>
 
 #include "dist/job_token.hpp"  // header-only too
-#include "dist/parallel/exit_codes.hpp"  // constants only: ddprun links ddp::tensor alone
-#include "tensor/error.hpp"
-#include "tensor/errno_text.hpp"
+#include "dist/parallel/exit_codes.hpp"  // constants only: ddprun links ddp::base alone
+#include "base/error.hpp"
+#include "base/errno_text.hpp"
 #include "tools/ddprun/options.hpp"
 
 extern char** environ;

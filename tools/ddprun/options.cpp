@@ -3,7 +3,7 @@
 
 #include <string_view>
 
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 #include "tools/flags.hpp"
 
 namespace ddp::run {

@@ -4,7 +4,7 @@
 #include <charconv>
 #include <cstdio>
 
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 
 namespace ddp::json {
 

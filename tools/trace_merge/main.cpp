@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 #include "tools/trace_merge/trace_merge.hpp"
 
 int main(int argc, char** argv) {

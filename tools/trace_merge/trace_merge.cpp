@@ -7,7 +7,7 @@
 #include <limits>
 #include <sstream>
 
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 #include "tools/trace_merge/json.hpp"
 
 namespace ddp::trace_merge {

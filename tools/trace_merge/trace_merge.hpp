@@ -1,6 +1,6 @@
 // ddp-trace-merge's work: several ranks' trace files -> one job timeline. Chapter 07.
 //
-// Each rank writes its own file (ddp-train --trace, tensor/trace.hpp) with times counted
+// Each rank writes its own file (ddp-train --trace, base/trace.hpp) with times counted
 // from its own trace::start(). The merge puts every rank on one time axis using the
 // wall-clock time of start() that each file records ("otherData.start_unix_us"): exact
 // on one node, as good as the clocks' synchronisation (NTP: about a millisecond) across

@@ -16,7 +16,7 @@
 
 #include "dist/launch_env.hpp"
 #include "dist/tcp_store.hpp"
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 #include "tools/flags.hpp"
 
 namespace {

@@ -13,7 +13,7 @@
 #include <string>
 
 #include "tensor/cuda/device_info.hpp"
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 #include "tensor/threads.hpp"
 
 namespace {

@@ -21,7 +21,7 @@
 #include "dist/launch_env.hpp"
 #include "dist/process_group_tcp.hpp"
 #include "tensor/cuda/device_info.hpp"
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 #include "tensor/tensor.hpp"
 
 namespace {

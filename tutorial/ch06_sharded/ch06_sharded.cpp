@@ -19,7 +19,7 @@
 #include "dist/parallel/replica_check.hpp"
 #include "nn/linear.hpp"
 #include "nn/sgd.hpp"
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 #include "tensor/random.hpp"
 
 namespace {

@@ -7,7 +7,7 @@
 // first with GradientSync::Flat (backward, THEN one all-reduce), then with the Reducer
 // (buckets of --cap-mb MiB, default 0.5, all-reduced DURING backward). After two
 // untimed steps of each (the Reducer rebuilds its buckets after the first), rank 0
-// records one step of each (tensor/trace.hpp) and prints it as text: a row for the main
+// records one step of each (base/trace.hpp) and prints it as text: a row for the main
 // thread (F forward, B backward, w waiting for the network, O optimizer) and one for the
 // tcp backend's communication thread (= an all-reduce), on one time scale. With the link
 // emulation (DDP_TCP_LINK, the tcp backend's) the network is slow enough to see.
@@ -24,7 +24,7 @@
 #include "nn/sgd.hpp"
 #include "tensor/random.hpp"
 #include "tensor/threads.hpp"
-#include "tensor/trace.hpp"
+#include "base/trace.hpp"
 
 using namespace ddp;
 

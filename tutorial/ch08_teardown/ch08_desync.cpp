@@ -31,7 +31,7 @@
 #include "dist/parallel/exit_codes.hpp"
 #include "dist/parallel/ledger.hpp"
 #include "dist/parallel/watchdog.hpp"
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 #include "tensor/tensor.hpp"
 
 namespace {

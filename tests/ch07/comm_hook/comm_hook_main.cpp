@@ -37,7 +37,7 @@
 #include "nn/linear.hpp"
 #include "nn/resnet_mnist.hpp"
 #include "nn/sgd.hpp"
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 #include "tensor/random.hpp"
 #include "tests/ch07/comm_hook/bf16_reference.hpp"
 #include "tests/support/rank_args.hpp"

@@ -11,7 +11,7 @@
 
 #include "dist/link_emulation.hpp"
 #include "dist/parallel/cost_model.hpp"
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 
 using Catch::Contains;
 using ddp::BucketTiming;

@@ -18,7 +18,7 @@
 
 #include "dist/link_emulation.hpp"
 #include "dist/process_group_tcp.hpp"
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 #include "tensor/tensor.hpp"
 #include "tests/ch05/fork_ranks.hpp"
 #include "tests/ch05/local_store.hpp"

@@ -22,7 +22,7 @@
 #include "nn/resnet_mnist.hpp"
 #include "tensor/ops.hpp"
 #include "tensor/random.hpp"
-#include "tensor/trace.hpp"
+#include "base/trace.hpp"
 #include "tests/support/reference.hpp"
 
 namespace nn = ddp::nn;

@@ -1,4 +1,4 @@
-// Chapter 07, the trace recorder (tensor/trace.hpp): the overlap summary on hand-built
+// Chapter 07, the trace recorder (base/trace.hpp): the overlap summary on hand-built
 // timelines against hand-computed unions, the same against a brute-force count of the
 // covered nanoseconds on random timelines, and the recorder itself: two threads
 // recording at once, spans that nest, the JSON file, nothing recorded when off.
@@ -15,8 +15,8 @@
 #include <thread>
 #include <vector>
 
-#include "tensor/error.hpp"
-#include "tensor/trace.hpp"
+#include "base/error.hpp"
+#include "base/trace.hpp"
 
 namespace trace = ddp::trace;
 using trace::Event;

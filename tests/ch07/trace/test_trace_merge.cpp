@@ -12,8 +12,8 @@
 #include <thread>
 #include <vector>
 
-#include "tensor/error.hpp"
-#include "tensor/trace.hpp"
+#include "base/error.hpp"
+#include "base/trace.hpp"
 #include "tools/trace_merge/json.hpp"
 #include "tools/trace_merge/trace_merge.hpp"
 

@@ -41,7 +41,7 @@
 #include "nn/conv2d.hpp"
 #include "nn/linear.hpp"
 #include "nn/sgd.hpp"
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 #include "tensor/random.hpp"
 #include "tests/support/replicas.hpp"
 

@@ -15,7 +15,7 @@
 #include "dist/tcp_store.hpp"
 #include "nn/linear.hpp"
 #include "nn/resnet_mnist.hpp"
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 #include "tensor/random.hpp"
 #include "tests/support/world_of_one.hpp"
 

@@ -10,7 +10,7 @@
 
 #include "dist/parallel/desync_diagnosis.hpp"
 #include "dist/parallel/ledger.hpp"
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 
 namespace {
 

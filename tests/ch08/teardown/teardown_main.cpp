@@ -21,7 +21,7 @@
 #include "dist/init.hpp"
 #include "dist/parallel/exit_codes.hpp"
 #include "dist/parallel/watchdog.hpp"
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 #include "tensor/tensor.hpp"
 
 namespace {

@@ -5,7 +5,7 @@
 // Check it with tools/exercise check 01.1.
 #include <algorithm>
 
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 #include "tensor/shape.hpp"
 
 namespace ddp {

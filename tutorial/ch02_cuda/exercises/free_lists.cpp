@@ -10,7 +10,7 @@
 #include <cstdlib>
 
 #include "tensor/cuda/caching_allocator.hpp"
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 
 namespace ddp {
 

@@ -7,7 +7,7 @@
 #include <limits>
 
 #include "tensor/cuda/caching_allocator.hpp"
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 
 namespace ddp {
 

@@ -8,7 +8,7 @@
 
 #include <limits>
 
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 
 namespace ddp {
 

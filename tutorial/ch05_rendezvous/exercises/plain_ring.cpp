@@ -5,7 +5,7 @@
 #include "dist/plain_ring.hpp"
 
 #include "dist/ring_schedule.hpp"
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 
 namespace ddp {
 

@@ -4,7 +4,7 @@
 // tools/exercise check 05.1.
 #include "dist/ring_schedule.hpp"
 
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 
 namespace ddp {
 

@@ -6,8 +6,8 @@
 
 #include <optional>
 
-#include "tensor/error.hpp"
-#include "tensor/trace.hpp"
+#include "base/error.hpp"
+#include "base/trace.hpp"
 
 namespace ddp {
 

@@ -4,7 +4,7 @@
 // data/distributed_sampler.hpp; check it with tools/exercise check 06.1.
 #include "data/distributed_sampler.hpp"
 
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 
 namespace ddp {
 

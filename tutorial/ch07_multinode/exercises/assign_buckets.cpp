@@ -4,7 +4,7 @@
 // tools/exercise check 07.1.
 #include "dist/parallel/reducer.hpp"
 
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 
 namespace ddp {
 

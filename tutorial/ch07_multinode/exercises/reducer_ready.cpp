@@ -4,7 +4,7 @@
 // dist/parallel/reducer.hpp); check them with tools/exercise check 07.2.
 #include "dist/parallel/reducer.hpp"
 
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 
 namespace ddp {
 

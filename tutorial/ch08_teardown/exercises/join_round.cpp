@@ -4,7 +4,7 @@
 // tools/exercise check 08.2.
 #include "dist/parallel/join.hpp"
 
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 
 namespace ddp {
 

@@ -6,7 +6,7 @@
 
 #include <map>
 
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 
 namespace ddp {
 

@@ -6,7 +6,7 @@
 // pass it. Each thread appends to its own buffer under its own mutex, so the main thread
 // and a communication thread never wait for each other; only summarize/write, a few
 // times per epoch, take every buffer's lock in turn.
-#include "tensor/trace.hpp"
+#include "base/trace.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -19,7 +19,7 @@
 #include <mutex>
 #include <utility>
 
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 
 namespace ddp::trace {
 

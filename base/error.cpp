@@ -1,5 +1,5 @@
 // ddp::Error formatting (see error.hpp).
-#include "tensor/error.hpp"
+#include "base/error.hpp"
 
 namespace ddp::detail {
 
