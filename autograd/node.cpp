@@ -5,6 +5,7 @@
 
 #include "autograd/grad_mode.hpp"
 #include "autograd/variable.hpp"
+#include "tensor/memory.hpp"
 
 namespace ddp {
 
@@ -26,6 +27,7 @@ std::vector<Tensor> AccumulateGrad::backward(const Tensor& grad_output) {
     // First gradient since zero_grad(): keep a copy, never an alias of a tensor the
     // graph may still use.
     leaf.grad = grad_output.clone();
+    memory::tag(leaf.grad, memory::Category::Gradients);
   } else {
     leaf.grad.add_(grad_output);
   }

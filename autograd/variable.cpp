@@ -2,6 +2,7 @@
 #include "autograd/variable.hpp"
 
 #include "autograd/engine.hpp"
+#include "tensor/memory.hpp"
 
 #include <atomic>
 
@@ -58,6 +59,7 @@ const Tensor& Variable::grad() const {
 void Variable::set_grad(Tensor grad) const {
   DDP_CHECK(!grad.defined() || grad.shape() == shape(), "set_grad: gradient ", grad.describe(),
             " does not match the Variable's ", data().describe());
+  memory::tag(grad, memory::Category::Gradients);
   impl_->grad = std::move(grad);
 }
 

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "autograd/grad_mode.hpp"
+#include "tensor/memory.hpp"
 #include "tensor/ops.hpp"
 
 namespace ddp::nn {
@@ -65,6 +66,8 @@ void AdamW::step() {
     if (!m.defined()) {
       m = zeros_like(p);
       v = zeros_like(p);
+      memory::tag(m, memory::Category::OptimizerState);
+      memory::tag(v, memory::Category::OptimizerState);
     }
     const double t = static_cast<double>(++steps_[i]);
     // Decoupled weight decay: the parameter shrinks, the moments never see the decay.
@@ -136,6 +139,8 @@ void AdamW::load_state_dict(const StateDict& state, std::string_view source) {
     const Device device = parameters_[i].device();
     exp_avg_[i] = avg[i].defined() ? avg[i].to(device).clone() : Tensor();
     exp_avg_sq_[i] = avg_sq[i].defined() ? avg_sq[i].to(device).clone() : Tensor();
+    memory::tag(exp_avg_[i], memory::Category::OptimizerState);
+    memory::tag(exp_avg_sq_[i], memory::Category::OptimizerState);
     steps_[i] = step[i].defined() ? step[i].cpu().item<std::int64_t>() : 0;
   }
 }

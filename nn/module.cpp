@@ -7,6 +7,7 @@
 
 #include "autograd/grad_mode.hpp"
 #include "autograd/ops/trace_point.hpp"
+#include "tensor/memory.hpp"
 
 namespace ddp::nn {
 
@@ -31,6 +32,7 @@ Variable Module::register_parameter(std::string name, Tensor value) {
   check_new_name(name);
   DDP_CHECK(value.defined() && value.dtype() == DType::Float32,
             "register_parameter('", name, "'): a parameter must be a float32 tensor");
+  memory::tag(value, memory::Category::Parameters);
   Variable parameter(std::move(value), /*requires_grad=*/true);
   parameters_.emplace_back(std::move(name), parameter);
   return parameter;
@@ -39,6 +41,7 @@ Variable Module::register_parameter(std::string name, Tensor value) {
 Variable Module::register_buffer(std::string name, Tensor value) {
   check_new_name(name);
   DDP_CHECK(value.defined(), "register_buffer('", name, "'): the tensor is undefined");
+  memory::tag(value, memory::Category::Parameters);  // buffers are model state too
   Variable buffer(std::move(value), /*requires_grad=*/false);
   buffers_.emplace_back(std::move(name), buffer);
   return buffer;

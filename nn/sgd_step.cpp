@@ -3,6 +3,7 @@
 // in its place (tutorial/EXERCISES.md, Note [How an exercise replaces the reference]).
 #include "autograd/grad_mode.hpp"
 #include "nn/sgd.hpp"
+#include "tensor/memory.hpp"
 
 namespace ddp::nn {
 
@@ -21,6 +22,7 @@ void SGD::step() {
       Tensor& b = momentum_buffers_[i];
       if (!b.defined()) {
         b = d.clone();
+        memory::tag(b, memory::Category::OptimizerState);  // chapter 09's accounting
       } else {
         b.mul_(static_cast<float>(o.momentum)).add_(d, static_cast<float>(1.0 - o.dampening));
       }

@@ -25,17 +25,34 @@ CachingAllocator& pinned_cache() {
 }  // namespace
 
 Storage::Storage(std::size_t nbytes, Device device)
-    : backend_(&backend_for(device)), nbytes_(nbytes), device_(device) {
-  data_ = backend_->allocate(nbytes);
+    : backend_(&backend_for(device)), nbytes_(nbytes), device_(device),
+      category_(memory::current()) {
+  memory::on_allocate(category_, nbytes_);  // throws past the budget: nothing to undo
+  try {
+    data_ = backend_->allocate(nbytes);
+  } catch (...) {
+    memory::on_free(category_, nbytes_);
+    throw;
+  }
 }
 
 Storage::Storage(std::size_t nbytes, CachingAllocator& pinned)
-    : pinned_(&pinned), nbytes_(nbytes), device_(Device::cpu()) {
-  data_ = pinned_->allocate(nbytes);
+    : pinned_(&pinned), nbytes_(nbytes), device_(Device::cpu()),
+      category_(memory::Category::Communication) {
+  memory::on_allocate(category_, nbytes_);
+  try {
+    data_ = pinned_->allocate(nbytes);
+  } catch (...) {
+    memory::on_free(category_, nbytes_);
+    throw;
+  }
 }
 
 std::shared_ptr<Storage> Storage::pinned_host(std::size_t nbytes) {
-  if (!cuda::is_available()) return std::make_shared<Storage>(nbytes, Device::cpu());
+  if (!cuda::is_available()) {
+    const memory::Scope staging(memory::Category::Communication);
+    return std::make_shared<Storage>(nbytes, Device::cpu());
+  }
   return std::shared_ptr<Storage>(new Storage(nbytes, pinned_cache()));
 }
 
@@ -45,6 +62,12 @@ Storage::~Storage() {
   } else {
     backend_->deallocate(data_, nbytes_);
   }
+  memory::on_free(category_, nbytes_);
+}
+
+void Storage::set_category(memory::Category category) {
+  memory::on_retag(category_, category, nbytes_);
+  category_ = category;
 }
 
 }  // namespace ddp

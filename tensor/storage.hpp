@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "tensor/device.hpp"
+#include "tensor/memory.hpp"
 
 namespace ddp {
 
@@ -16,12 +17,13 @@ class CachingAllocator;
 class Storage {
  public:
   // Allocates `nbytes` on `device` through that device's backend (see backend.hpp).
-  // The memory is uninitialised.
+  // The memory is uninitialised. Counted under this thread's memory::current() category
+  // (chapter 09), or refused with the budget's error before anything is allocated.
   Storage(std::size_t nbytes, Device device);
   // Host memory the GPU copies to and from at full speed: page-locked when a GPU is
   // usable, from a cache of such blocks (pinning is slow); ordinary host memory when
   // none is, since then there is nothing to copy to. The staging buffers of the CPU
-  // process groups (chapter 05) for CUDA tensors.
+  // process groups (chapter 05) for CUDA tensors, counted as communication.
   static std::shared_ptr<Storage> pinned_host(std::size_t nbytes);
   ~Storage();
 
@@ -32,6 +34,9 @@ class Storage {
   std::size_t nbytes() const { return nbytes_; }
   Device device() const { return device_; }
   bool is_pinned() const { return pinned_ != nullptr; }
+  // What the bytes are for (memory.hpp); set_category moves them to another count.
+  memory::Category category() const { return category_; }
+  void set_category(memory::Category category);
 
  private:
   Storage(std::size_t nbytes, CachingAllocator& pinned);
@@ -41,6 +46,7 @@ class Storage {
   void* data_ = nullptr;
   std::size_t nbytes_;
   Device device_;
+  memory::Category category_;
 };
 
 }  // namespace ddp
