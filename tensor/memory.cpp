@@ -30,7 +30,7 @@ struct Counter {
   }
 };
 
-struct Ledger {
+struct Tally {
   std::array<Counter, kCategories> by_category;
   Counter total;
   std::atomic<std::int64_t> limit{-1};  // -1: none
@@ -38,8 +38,8 @@ struct Ledger {
   std::string limit_source;
 };
 
-Ledger& ledger() {
-  static Ledger instance;
+Tally& tally() {
+  static Tally instance;
   return instance;
 }
 
@@ -74,20 +74,20 @@ void tag(const Tensor& tensor, Category category) {
 
 Snapshot snapshot() {
   Snapshot out;
-  for (int c = 0; c < kCategories; ++c) out.by_category[c] = ledger().by_category[c].read();
-  out.total = ledger().total.read();
+  for (int c = 0; c < kCategories; ++c) out.by_category[c] = tally().by_category[c].read();
+  out.total = tally().total.read();
   return out;
 }
 
 void reset_peaks() {
-  Ledger& l = ledger();
+  Tally& l = tally();
   for (Counter& c : l.by_category) c.peak.store(c.live.load());
   l.total.peak.store(l.total.live.load());
 }
 
 void set_limit(std::optional<std::int64_t> bytes, std::string source) {
   DDP_CHECK(!bytes || *bytes > 0, "memory::set_limit: a budget must be positive, got ", *bytes);
-  Ledger& l = ledger();
+  Tally& l = tally();
   {
     std::lock_guard lock(l.source_mutex);
     l.limit_source = std::move(source);
@@ -96,7 +96,7 @@ void set_limit(std::optional<std::int64_t> bytes, std::string source) {
 }
 
 std::optional<std::int64_t> limit() {
-  const std::int64_t bytes = ledger().limit.load();
+  const std::int64_t bytes = tally().limit.load();
   return bytes < 0 ? std::nullopt : std::optional<std::int64_t>(bytes);
 }
 
@@ -130,7 +130,7 @@ std::string format_table(const Snapshot& s) {
 }
 
 void on_allocate(Category category, std::size_t nbytes) {
-  Ledger& l = ledger();
+  Tally& l = tally();
   const auto bytes = static_cast<std::int64_t>(nbytes);
   const std::int64_t budget = l.limit.load(std::memory_order_relaxed);
   // Checked, then counted: two threads allocating at once may both pass a budget that
@@ -156,14 +156,14 @@ void on_allocate(Category category, std::size_t nbytes) {
 }
 
 void on_free(Category category, std::size_t nbytes) noexcept {
-  Ledger& l = ledger();
+  Tally& l = tally();
   l.by_category[static_cast<int>(category)].sub(static_cast<std::int64_t>(nbytes));
   l.total.sub(static_cast<std::int64_t>(nbytes));
 }
 
 void on_retag(Category from, Category to, std::size_t nbytes) noexcept {
   if (from == to) return;
-  Ledger& l = ledger();
+  Tally& l = tally();
   l.by_category[static_cast<int>(from)].sub(static_cast<std::int64_t>(nbytes));
   l.by_category[static_cast<int>(to)].add(static_cast<std::int64_t>(nbytes));
 }
