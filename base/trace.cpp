@@ -138,30 +138,12 @@ void complete(std::string_view category, std::string name, std::int64_t start_ns
                .name = std::move(name)});
 }
 
-namespace {
-
-// An instant or one end of an async interval, now, on this thread.
-void record_now(Phase phase, std::string_view category, std::string name, std::uint64_t id) {
+void instant(std::string_view category, std::string name) {
   if (!enabled()) return;
-  record(Event{.phase = phase,
+  record(Event{.phase = Phase::Instant,
                .ts_ns = now_ns(),
-               .id = id,
                .category = std::string(category),
                .name = std::move(name)});
-}
-
-}  // namespace
-
-void instant(std::string_view category, std::string name) {
-  record_now(Phase::Instant, category, std::move(name), 0);
-}
-
-void async_begin(std::string_view category, std::string name, std::uint64_t id) {
-  record_now(Phase::AsyncBegin, category, std::move(name), id);
-}
-
-void async_end(std::string_view category, std::string name, std::uint64_t id) {
-  record_now(Phase::AsyncEnd, category, std::move(name), id);
 }
 
 // ---- Reading back ----------------------------------------------------------------------
@@ -257,9 +239,6 @@ void write(const std::string& path) {
         << ",\"tid\":" << e.tid << ",\"ts\":" << micros(e.ts_ns);
     if (e.phase == Phase::Complete) out << ",\"dur\":" << micros(e.dur_ns);
     if (e.phase == Phase::Instant) out << ",\"s\":\"t\"";  // a mark on its thread's track
-    if (e.phase == Phase::AsyncBegin || e.phase == Phase::AsyncEnd) {
-      out << ",\"id\":\"0x" << std::hex << e.id << std::dec << '"';
-    }
     out << ",\"cat\":" << json_string(e.category) << ",\"name\":" << json_string(e.name) << '}';
   }
   out << "\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":{\"rank\":" << pid
@@ -326,33 +305,13 @@ Summary summarize(const std::vector<Event>& events, std::int64_t from_ns, std::i
   auto clip = [&](std::int64_t begin, std::int64_t end) {
     return Interval{std::max(begin, from_ns), std::min(end, to_ns)};
   };
-  // In time order, so that an async end finds its begin among the open ones.
-  std::vector<const Event*> ordered;
-  for (const Event& e : events) ordered.push_back(&e);
-  std::stable_sort(ordered.begin(), ordered.end(),
-                   [](const Event* a, const Event* b) { return a->ts_ns < b->ts_ns; });
-  // An async begin waits for the end with the same (name, id).
-  std::vector<const Event*> open;
-  for (const Event* e : ordered) {
-    if (e->phase == Phase::Complete) {
-      const Interval i = clip(e->ts_ns, e->ts_ns + e->dur_ns);
-      if (is_compute(e->category)) compute.push_back(i);
-      if (e->category == "comm") comm.push_back(i);
-      if (e->category == "wait") wait.push_back(i);
-    } else if (e->category == "comm" && e->phase == Phase::AsyncBegin) {
-      open.push_back(e);
-    } else if (e->category == "comm" && e->phase == Phase::AsyncEnd) {
-      auto it = std::find_if(open.begin(), open.end(),
-                             [&](const Event* b) { return b->id == e->id && b->name == e->name; });
-      if (it == open.end()) {
-        comm.push_back(clip(from_ns, e->ts_ns));  // begun before the events we were given
-      } else {
-        comm.push_back(clip((*it)->ts_ns, e->ts_ns));
-        open.erase(it);
-      }
-    }
+  for (const Event& e : events) {
+    if (e.phase != Phase::Complete) continue;
+    const Interval i = clip(e.ts_ns, e.ts_ns + e.dur_ns);
+    if (is_compute(e.category)) compute.push_back(i);
+    if (e.category == "comm") comm.push_back(i);
+    if (e.category == "wait") wait.push_back(i);
   }
-  for (const Event* b : open) comm.push_back(clip(b->ts_ns, to_ns));  // still in flight
   const std::vector<Interval> compute_union = merge(std::move(compute));
   const std::vector<Interval> wait_union = merge(std::move(wait));
   Summary s;
@@ -383,26 +342,32 @@ char letter_of(const std::string& category) {
 }  // namespace
 
 std::string render_text(const std::vector<Event>& events, std::int64_t from_ns, std::int64_t to_ns,
-                        int columns) {
+                        const std::vector<InstantRow>& instant_rows, int columns) {
   DDP_CHECK(to_ns > from_ns && columns > 0, "trace::render_text: empty interval [", from_ns, ", ",
             to_ns, "] or no columns");
+  for (const InstantRow& row : instant_rows) {
+    DDP_CHECK(row.mark != nullptr, "trace::render_text: the instant row \"", row.title,
+              "\" has no mark function");
+  }
   const double per_column = static_cast<double>(to_ns - from_ns) / columns;
   // Per thread and column, how long each letter covered it; a wait inside a backward
-  // span is drawn as the wait (the more specific span wins over its parent).
+  // span is drawn as the wait (the more specific span wins over its parent). Per thread
+  // and instant row, its marks ("" while it has none).
   struct Row {
     std::map<char, std::vector<double>> cover;
-    std::string launches;
+    std::vector<std::string> instants;
   };
   std::map<std::uint32_t, Row> rows;
   for (const Event& e : events) {
-    if (e.phase == Phase::Instant && e.category == "reducer") {
-      Row& row = rows[e.tid];
-      if (row.launches.empty()) row.launches.assign(columns, ' ');
-      // "bucket 12: launch" -> '2': the last digit of the bucket's number.
+    if (e.phase == Phase::Instant && e.ts_ns >= from_ns && e.ts_ns < to_ns) {
       const auto c = static_cast<int>(static_cast<double>(e.ts_ns - from_ns) / per_column);
-      const std::size_t colon = e.name.find(':');
-      if (c >= 0 && c < columns && colon != std::string::npos && colon > 0) {
-        row.launches[c] = e.name[colon - 1];
+      for (std::size_t k = 0; k < instant_rows.size(); ++k) {
+        if (e.category != instant_rows[k].category) continue;
+        std::vector<std::string>& marks = rows[e.tid].instants;
+        marks.resize(instant_rows.size());
+        if (marks[k].empty()) marks[k].assign(columns, ' ');
+        const char mark = instant_rows[k].mark(e.name);
+        if (mark != 0 && c < columns) marks[k][c] = mark;
       }
       continue;
     }
@@ -448,7 +413,11 @@ std::string render_text(const std::vector<Event>& events, std::int64_t from_ns, 
     const std::string name = names.count(tid) ? names[tid] : detail::concat("thread ", tid);
     const std::string label = name.substr(0, 18);
     out += label + std::string(20 - label.size(), ' ') + line + "\n";
-    if (!row.launches.empty()) out += "  bucket launches   " + row.launches + "\n";
+    for (std::size_t k = 0; k < row.instants.size(); ++k) {
+      if (row.instants[k].empty()) continue;
+      const std::string title = instant_rows[k].title.substr(0, 16);
+      out += "  " + title + std::string(18 - title.size(), ' ') + row.instants[k] + "\n";
+    }
   }
   return out;
 }

@@ -1,7 +1,7 @@
 // ddp::trace: a timeline recorder, to SEE compute and communication overlap. Chapter 07.
 //
-// Code marks what it does -- a module's forward, a bucket's all-reduce on the process
-// group's communication thread, the main thread blocked in Work::wait -- and write()
+// Code marks what it does -- a module's forward, a collective on the process group's
+// communication thread, the main thread blocked in Work::wait -- and write()
 // saves the timeline as a Chrome/Perfetto JSON file (open it at ui.perfetto.dev). It
 // sits in the lowest layer because nn, the process groups of dist/ and the DDP layer all
 // record into it. Off (the default), every call below is one relaxed atomic load and a
@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,12 +27,14 @@ inline std::atomic<bool> trace_recording{false};  // trace::start() and stop() s
 namespace ddp::trace {
 
 // ---- Recording -----------------------------------------------------------------------
-// Categories used across the code base (the summary below reads them):
+// The categories the recorder itself reads: its definition of compute and communication,
+// which the summary (Note [Overlap summary]) and render_text's rows are computed from:
 //   "forward", "backward", "optimizer"  compute on the main thread
-//   "comm"      a collective on a communication thread (Span), or a bucket's all-reduce
-//               in flight (async_begin/async_end)
+//   "comm"      a collective running, on a communication thread
 //   "wait"      the main thread blocked waiting for communication
-//   "reducer"   instants: bucket k ready / launched / done
+// Its callers record other categories too ("evaluation", their own instants); those are
+// written to the file as they come, and drawn by render_text only when a caller asks
+// (InstantRow below).
 
 // Inline, so that code that records (Module::operator()) pays a load and a branch.
 inline bool enabled() { return detail::trace_recording.load(std::memory_order_relaxed); }
@@ -65,11 +68,7 @@ class Span {
   std::string name_;
 };
 
-void instant(std::string_view category, std::string name);  // "bucket 0 ready"
-// An interval that need not nest (a bucket's all-reduce: launched on the main thread,
-// finished on the communication thread). Begin and end match by (category, name, id).
-void async_begin(std::string_view category, std::string name, std::uint64_t id);
-void async_end(std::string_view category, std::string name, std::uint64_t id);
+void instant(std::string_view category, std::string name);  // "<module>: gradient in"
 
 // A complete event whose start and duration are known only afterwards (a module's
 // backward: begun by one autograd node, ended by another). Times from now_ns().
@@ -78,7 +77,7 @@ void complete(std::string_view category, std::string name, std::int64_t start_ns
 std::int64_t now_ns();  // nanoseconds since start() (steady_clock)
 
 // ---- Reading back ------------------------------------------------------------------
-enum class Phase : char { Complete = 'X', Instant = 'i', AsyncBegin = 'b', AsyncEnd = 'e' };
+enum class Phase : char { Complete = 'X', Instant = 'i' };
 
 // One record; times in nanoseconds since start() (the file says microseconds, as
 // Chrome's format wants).
@@ -86,7 +85,6 @@ struct Event {
   Phase phase = Phase::Instant;
   std::int64_t ts_ns = 0;
   std::int64_t dur_ns = 0;  // Complete only
-  std::uint64_t id = 0;     // async only
   std::uint32_t tid = 0;    // small numbers, in the order threads first recorded
   std::string category;
   std::string name;
@@ -100,15 +98,15 @@ std::vector<Event> events();
 //   compute        = time covered by compute spans ("forward", "backward", "optimizer"),
 //                    minus the time the main thread waited inside them ("wait" spans):
 //                    nested spans count once (a union of intervals), waiting is not work
-//   communication  = time covered by at least one "comm" interval (spans and async
-//                    intervals together): two all-reduces in flight at once count once
+//   communication  = time covered by at least one "comm" span: two collectives running
+//                    at once count once
 //   exposed        = time covered by "wait" spans: communication that stalled training
 //   overlap        = 100 * (1 - exposed / communication), the share of communication
 //                    hidden behind compute. Clamped to [0, 100] (a wait can be longer than
 //                    the communication it waited for: a peer late to the collective);
 //                    0 when there was no communication (nothing was hidden).
-// Everything is clipped to the interval asked for; an async interval begun before it or
-// still in flight at its end counts from its start or up to its end.
+// Everything is clipped to the interval asked for: a span begun before it or still open
+// at its end counts from its start or up to its end.
 struct Summary {
   double compute_ms = 0.0;
   double communication_ms = 0.0;
@@ -131,10 +129,20 @@ Summary summarize(const std::vector<Event>& events, std::int64_t from_ns, std::i
 //   main               FFFFFFFFBBBBBBBBBBBBBBBBBBBBBBwwwO
 //   tcp communication  ..........=====.....======.=====..
 // A column shows what covered most of its time: F forward, B backward, O optimizer,
-// w waiting for communication, = a collective; '.' nothing. Instants of the "reducer"
-// category ("bucket 0: launch") are marked with their bucket number on a row of their
-// own under the main row. For pages and terminals; Perfetto shows the rest.
+// w waiting for communication, = a collective; '.' nothing. Under a thread's row, one
+// row per InstantRow that finds instants of that thread in [from_ns, to_ns), in the
+// order given, labelled by its title indented by two. For pages and terminals; Perfetto
+// shows the rest.
+//
+// A row of instants, asked for by the code that records them (the recorder reads no
+// names): the instants of `category`, each drawn at its column as mark(its name), where
+// 0 draws nothing.
+struct InstantRow {
+  std::string category;
+  std::string title;
+  std::function<char(std::string_view name)> mark;
+};
 std::string render_text(const std::vector<Event>& events, std::int64_t from_ns, std::int64_t to_ns,
-                        int columns = 72);
+                        const std::vector<InstantRow>& instant_rows = {}, int columns = 72);
 
 }  // namespace ddp::trace

@@ -2,12 +2,13 @@
 //
 // Reading order: the bucket assignment; construction (buckets, views, hooks); one
 // backward pass (prepare, the hook, launching, the end-of-backward callback); the
-// rebuild after the first step; the table.
+// rebuild after the first step; the table and the timeline's row.
 #include "dist/parallel/reducer.hpp"
 
 #include <algorithm>
 #include <optional>
 #include <sstream>
+#include <string_view>
 #include <unordered_set>
 
 #include "autograd/engine.hpp"
@@ -225,10 +226,15 @@ void Reducer::on_gradient_ready(std::size_t parameter) {
 
 // mark_ready and launch_ready_buckets: in reducer_ready.cpp (exercise 07.2).
 
+namespace {
+// The category of the Reducer's instants on the timeline; launches_row() draws them.
+constexpr std::string_view kTraceCategory = "reducer";
+}  // namespace
+
 // Launches bucket b's reduction through the comm hook, recording it for the timeline
 // (chapter 07) and the ledger (chapter 08).
 void Reducer::launch_bucket(std::size_t b) {
-  if (trace::enabled()) trace::instant("reducer", detail::concat("bucket ", b, ": launch"));
+  if (trace::enabled()) trace::instant(kTraceCategory, detail::concat("bucket ", b, ": launch"));
   // A watched group (chapter 08) records the bucket with the collective it launches.
   const ledger::Label label(detail::concat("bucket ", b));
   buckets_[b].work = hook_.launch(group_, buckets_[b].flat);
@@ -478,6 +484,16 @@ std::string Reducer::describe_buckets() const {
     out << '\n';
   }
   return out.str();
+}
+
+// launch_bucket's instants, "bucket 12: launch", each drawn as the digit before the colon.
+trace::InstantRow Reducer::launches_row() {
+  auto digit = [](std::string_view name) {
+    const std::size_t colon = name.find(':');
+    return colon == std::string_view::npos || colon == 0 ? char{0} : name[colon - 1];
+  };
+  return trace::InstantRow{
+      .category = std::string(kTraceCategory), .title = "bucket launches", .mark = digit};
 }
 
 void Reducer::set_comm_hook(CommHook hook) {

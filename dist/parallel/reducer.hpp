@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "autograd/variable.hpp"
+#include "base/trace.hpp"
 #include "dist/parallel/cost_model.hpp"  // kMiB
 #include "dist/process_group.hpp"
 
@@ -112,6 +113,12 @@ class Reducer {
   // The assignment: the parameter indices of each bucket, in launch order.
   std::vector<std::vector<std::size_t>> bucket_assignment() const;
   int rebuilds() const { return rebuilds_; }  // 0 or 1
+  // On the timeline (chapter 07): each launch is recorded as an instant "bucket b: launch"
+  // of category "reducer" on the thread that ran backward. This row draws them under that
+  // thread's row in trace::render_text, each as the last digit of b:
+  //   main                FFFFFBBBBBBBBBBBBBBBBBBBw...
+  //     bucket launches            0      1     2
+  static trace::InstantRow launches_row();
 
   void set_comm_hook(CommHook hook);
 

@@ -1,11 +1,13 @@
 // Chapter 07's parts, one process: the bucket assignment against hand-made answers, the
 // autograd features the Reducer stands on (removable grad-ready hooks, the end-of-backward
-// callback), and a Reducer on a world of one (its buckets are the gradients' memory).
+// callback), and a Reducer on a world of one (its buckets are the gradients' memory, its
+// launches a row of the text timeline).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "autograd/engine.hpp"
@@ -18,6 +20,7 @@
 #include "nn/resnet_mnist.hpp"
 #include "nn/sequential.hpp"
 #include "base/error.hpp"
+#include "base/trace.hpp"
 #include "tensor/random.hpp"
 #include "tests/support/world_of_one.hpp"
 
@@ -238,4 +241,61 @@ TEST_CASE("a backward without a forward through DDP is refused", "[reducer]") {
   DistributedDataParallel ddp(model, *group);
   CHECK_THROWS_WITH(sum((*model)(Variable(ones({1, 3})))).backward(),
                     Catch::Contains("no forward through DistributedDataParallel prepared"));
+}
+
+TEST_CASE("the Reducer's row on the text timeline draws its launches", "[reducer]") {
+  // What launch_bucket records is what launches_row() reads: two buckets of one parameter
+  // each, launched {p1} then {p0}, traced through a real backward.
+  auto group = world_of_one();
+  Generator gen(4);
+  std::vector<std::pair<std::string, Variable>> params{{"p0", Variable(randn({2}, gen), true)},
+                                                       {"p1", Variable(randn({3}, gen), true)}};
+  ReducerOptions options;
+  options.first_bucket_bytes = options.bucket_cap_bytes = 1;
+  options.rebuild_buckets = false;
+  Reducer reducer(params, *group, options);
+  const Variable loss = sum(params[0].second * params[0].second) + sum(params[1].second);
+  reducer.prepare_for_backward(loss, /*sync=*/true, /*divisor=*/1);
+  trace::start(0);
+  {
+    trace::Span span("backward", "backward");
+    loss.backward();
+  }
+  trace::stop();
+  const trace::InstantRow row = Reducer::launches_row();
+  const std::vector<trace::Event> events = trace::events();
+  std::string marks;
+  for (const trace::Event& e : events) {
+    if (e.phase == trace::Phase::Instant && e.category == row.category) marks += row.mark(e.name);
+  }
+  CHECK(marks == "01");
+  CHECK_THAT(
+      trace::render_text(events, 0, trace::now_ns(), {row}),
+      Catch::Matches("(.|\n)*main {16}[^\n]{72}\n  bucket launches   [ 0]*1[ 01]*\n(.|\n)*"));
+
+  // Drawn as chapter 07's page shows it, one column per ms; "bucket 12" by its last digit.
+  const auto span = [](const char* category, std::int64_t begin_ms, std::int64_t end_ms) {
+    constexpr std::int64_t kMs = 1'000'000;
+    return trace::Event{.phase = trace::Phase::Complete,
+                        .ts_ns = begin_ms * kMs,
+                        .dur_ns = (end_ms - begin_ms) * kMs,
+                        .tid = 900,
+                        .category = category,
+                        .name = category};
+  };
+  std::vector<trace::Event> step{span("forward", 0, 4), span("backward", 4, 16),
+                                 span("wait", 14, 16), span("optimizer", 16, 20),
+                                 span("comm", 10, 18)};
+  step[4].tid = 901;
+  for (const auto& [at_ms, name] : {std::pair{10, "bucket 0: launch"}, {13, "bucket 12: launch"}}) {
+    step.push_back(trace::Event{.phase = trace::Phase::Instant,
+                                .ts_ns = at_ms * 1'000'000 + 1,
+                                .tid = 900,
+                                .category = row.category,
+                                .name = name});
+  }
+  CHECK(trace::render_text(step, 0, 20'000'000, {row}, 20) ==
+        "thread 900          FFFFBBBBBBBBBBwwOOOO\n"
+        "  bucket launches             0  2      \n"
+        "thread 901          ..........========..\n");
 }

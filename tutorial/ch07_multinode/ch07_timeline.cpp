@@ -8,7 +8,8 @@
 // (buckets of --cap-mb MiB, default 0.5, all-reduced DURING backward). After two
 // untimed steps of each (the Reducer rebuilds its buckets after the first), rank 0
 // records one step of each (base/trace.hpp) and prints it as text: a row for the main
-// thread (F forward, B backward, w waiting for the network, O optimizer) and one for the
+// thread (F forward, B backward, w waiting for the network, O optimizer), under it where
+// each bucket was launched (the Reducer's row, Reducer::launches_row), and one for the
 // tcp backend's communication thread (= an all-reduce), on one time scale. With the link
 // emulation (DDP_TCP_LINK, the tcp backend's) the network is slow enough to see.
 #include <cstdio>
@@ -20,6 +21,7 @@
 #include "autograd/functions.hpp"
 #include "dist/init.hpp"
 #include "dist/parallel/distributed_data_parallel.hpp"
+#include "dist/parallel/reducer.hpp"
 #include "nn/resnet_mnist.hpp"
 #include "nn/sgd.hpp"
 #include "tensor/random.hpp"
@@ -105,7 +107,9 @@ int main(int argc, char** argv) {
       const trace::Summary s = trace::summarize(r.events, r.begin_ns, r.end_ns);
       std::printf("\n%s: step %.1f ms, communication %.1f ms, exposed %.1f ms\n", titles[k],
                   (r.end_ns - r.begin_ns) / 1e6, s.communication_ms, s.exposed_ms);
-      std::printf("%s", trace::render_text(r.events, r.begin_ns, r.begin_ns + longest).c_str());
+      const std::string timeline =
+          trace::render_text(r.events, r.begin_ns, r.begin_ns + longest, {Reducer::launches_row()});
+      std::printf("%s", timeline.c_str());
     }
     std::printf("\nok: %d ranks, width %d\n", group->size(), width);
   }

@@ -1,7 +1,8 @@
 // Chapter 07, the trace recorder (base/trace.hpp): the overlap summary on hand-built
 // timelines against hand-computed unions, the same against a brute-force count of the
-// covered nanoseconds on random timelines, and the recorder itself: two threads
-// recording at once, spans that nest, the JSON file, nothing recorded when off.
+// covered nanoseconds on random timelines, the recorder itself: two threads recording at
+// once, spans that nest, the JSON file, nothing recorded when off; and the text timeline
+// with the instant rows its caller asks for, and none it does not.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -34,10 +35,6 @@ Event span(const char* category, std::int64_t begin_ms, std::int64_t end_ms) {
                .name = category};
 }
 
-Event async(Phase phase, std::int64_t at_ms, std::uint64_t id, const char* name = "bucket") {
-  return Event{.phase = phase, .ts_ns = at_ms * kMs, .id = id, .category = "comm", .name = name};
-}
-
 std::string read_text(const std::string& path) {
   std::ifstream in(path);
   std::ostringstream text;
@@ -50,7 +47,7 @@ std::string read_text(const std::string& path) {
 TEST_CASE("the overlap summary of a hand-built step", "[ch07][trace]") {
   // main:  forward [0,10] (a module [2,5] inside), backward [10,30] with a wait [25,30]
   //        inside it, optimizer [30,35]
-  // comm:  a collective span [12,20]; bucket 0 in flight [15,28], bucket 1 [40,45]
+  // comm:  collectives [12,20], [15,28] (two at once) and [40,45]
   const std::vector<Event> events = {
       span("forward", 0, 10),
       span("forward", 2, 5),
@@ -58,11 +55,10 @@ TEST_CASE("the overlap summary of a hand-built step", "[ch07][trace]") {
       span("wait", 25, 30),
       span("optimizer", 30, 35),
       span("comm", 12, 20),
-      async(Phase::AsyncBegin, 15, 0),
-      async(Phase::AsyncEnd, 28, 0),
-      async(Phase::AsyncBegin, 40, 1),
-      async(Phase::AsyncEnd, 45, 1),
-      Event{.phase = Phase::Instant, .ts_ns = 16 * kMs, .category = "reducer", .name = "x"}};
+      span("comm", 15, 28),
+      span("comm", 40, 45),
+      // An instant lasts no time, whatever its category.
+      Event{.phase = Phase::Instant, .ts_ns = 16 * kMs, .category = "comm", .name = "x"}};
   SECTION("the whole step") {
     const trace::Summary s = trace::summarize(events, 0, 50 * kMs);
     CHECK(s.compute_ms == 30.0);        // [0,35] once, minus the wait [25,30]
@@ -75,20 +71,6 @@ TEST_CASE("the overlap summary of a hand-built step", "[ch07][trace]") {
     CHECK(s.compute_ms == 16.0);        // [14,35] = 21, minus the wait 5
     CHECK(s.communication_ms == 16.0);  // [14,28] + [40,42]
     CHECK(s.exposed_ms == 5.0);
-  }
-  SECTION("an all-reduce still in flight, or begun before the events") {
-    // Bucket 1's end is missing: in flight up to the end of the interval [40,50]. An end
-    // without its begin (bucket 7): from the start of the interval.
-    std::vector<Event> cut(events.begin(), events.end() - 2);
-    cut.push_back(async(Phase::AsyncEnd, 3, 7));
-    const trace::Summary s = trace::summarize(cut, 0, 50 * kMs);
-    CHECK(s.communication_ms == 3.0 + 16.0 + 10.0);  // [0,3] + [12,28] + [40,50]
-  }
-  SECTION("begin and end match by id and name, in time order whatever the list order") {
-    std::vector<Event> two = {async(Phase::AsyncEnd, 9, 1, "b"), async(Phase::AsyncEnd, 4, 1, "a"),
-                              async(Phase::AsyncBegin, 0, 1, "a"),
-                              async(Phase::AsyncBegin, 6, 1, "b")};
-    CHECK(trace::summarize(two, 0, 20 * kMs).communication_ms == 7.0);  // [0,4] + [6,9]
   }
 }
 
@@ -108,7 +90,7 @@ TEST_CASE("the summary equals a count of covered nanoseconds on random timelines
   for (int round = 0; round < 200; ++round) {
     std::vector<Event> events;
     std::vector<char> compute(400, 0), comm(400, 0), wait(400, 0);
-    const char* kinds[] = {"forward", "backward", "optimizer", "comm", "wait", "reducer"};
+    const char* kinds[] = {"forward", "backward", "optimizer", "comm", "wait", "evaluation"};
     auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
     auto cover = [](std::vector<char>& v, std::int64_t b, std::int64_t e) {
       for (std::int64_t t = std::max<std::int64_t>(b, 0); t < std::min<std::int64_t>(e, 400); ++t) {
@@ -128,16 +110,6 @@ TEST_CASE("the summary equals a count of covered nanoseconds on random timelines
         cover(compute, std::max(b, from), std::min(e, to));
       }
     }
-    for (std::uint64_t id = 0; id < 3; ++id) {  // async all-reduces, one of them unfinished
-      const std::int64_t b = pick(400), e = b + pick(100);
-      events.push_back(Event{
-          .phase = Phase::AsyncBegin, .ts_ns = b, .id = id, .category = "comm", .name = "bucket"});
-      if (id < 2) {
-        events.push_back(Event{
-            .phase = Phase::AsyncEnd, .ts_ns = e, .id = id, .category = "comm", .name = "bucket"});
-      }
-      cover(comm, std::max(b, from), id < 2 ? std::min(e, to) : to);
-    }
     std::int64_t want_compute = 0, want_comm = 0, want_wait = 0;
     for (std::size_t t = 0; t < 400; ++t) {
       want_compute += compute[t] && !wait[t];
@@ -155,7 +127,7 @@ TEST_CASE("the summary equals a count of covered nanoseconds on random timelines
 TEST_CASE("the recorder: two threads at once, nesting, the file", "[ch07][trace]") {
   trace::stop();
   { trace::Span off("forward", "not recorded"); }
-  trace::instant("reducer", "not recorded either");
+  trace::instant("backward", "not recorded either");
   trace::start(3);
   REQUIRE(trace::enabled());
   CHECK(trace::events().empty());  // off: nothing was kept
@@ -168,16 +140,14 @@ TEST_CASE("the recorder: two threads at once, nesting, the file", "[ch07][trace]
     trace::Span outer("backward", "backward");
     for (int i = 0; i < 1000; ++i) {
       trace::Span inner("backward", "block \"1\"");  // a quote, escaped in the file
-      trace::async_begin("comm", "bucket", static_cast<std::uint64_t>(i));
-      trace::async_end("comm", "bucket", static_cast<std::uint64_t>(i));
     }
-    trace::instant("reducer", "bucket 0 ready");
+    trace::instant("backward", "block 0: gradient in");
   }
   comm.join();
   trace::stop();
 
   const std::vector<Event> all = trace::events();
-  REQUIRE(all.size() == 1000 + 1 + 1000 * 3 + 1);
+  REQUIRE(all.size() == 1000 + 1 + 1000 + 1);
   CHECK(std::is_sorted(all.begin(), all.end(),
                        [](const Event& a, const Event& b) { return a.ts_ns < b.ts_ns; }));
   // Every inner span lies within the outer one, on the same thread.
@@ -206,7 +176,7 @@ TEST_CASE("the recorder: two threads at once, nesting, the file", "[ch07][trace]
   CHECK_THAT(text, Catch::Contains(R"("args":{"name":"tcp communication"})"));
   CHECK_THAT(text, Catch::Contains(R"("args":{"name":"main"})"));
   CHECK_THAT(text, Catch::Contains(R"("cat":"backward","name":"block \"1\""})"));
-  CHECK_THAT(text, Catch::Contains(R"({"ph":"b","pid":3,)"));
+  CHECK_THAT(text, Catch::Contains(R"("s":"t","cat":"backward","name":"block 0: gradient in"})"));
   CHECK_THAT(text, Catch::Contains(R"("otherData":{"rank":3,"start_unix_us":)"));
   // One event per line: metadata (process + 2 threads) and the events.
   CHECK(std::count(text.begin(), text.end(), '\n') == 3 + 3 + static_cast<long>(all.size()) + 1);
@@ -247,22 +217,69 @@ TEST_CASE("summarize_since measures what was recorded since the mark", "[ch07][t
 
 TEST_CASE("the text timeline draws each column's main occupant", "[ch07][trace]") {
   // A main thread (tid 900): forward 0-4 ms, backward 4-16 with a wait 14-16 inside it,
-  // optimizer 16-20. Thread 901: an all-reduce 10-18. Bucket 0 launched at 10 ms. 20
-  // columns of 1 ms each. (Rows are named after this process's threads; 900 and 901 are
-  // none of them.)
+  // optimizer 16-20. Thread 901: an all-reduce 10-18. 20 columns of 1 ms each. (Rows are
+  // named after this process's threads; 900 and 901 are none of them.)
   std::vector<Event> events{span("forward", 0, 4), span("backward", 4, 16), span("wait", 14, 16),
                             span("optimizer", 16, 20), span("comm", 10, 18)};
   for (Event& e : events) e.tid = 900;
   events[4].tid = 901;
-  events.push_back(Event{.phase = Phase::Instant,
-                         .ts_ns = 10 * kMs + 1,
-                         .tid = 900,
-                         .category = "reducer",
-                         .name = "bucket 0: launch"});
-  const std::string text = trace::render_text(events, 0, 20 * kMs, 20);
+  const std::string text = trace::render_text(events, 0, 20 * kMs, {}, 20);
   CHECK(text ==
         "thread 900          FFFFBBBBBBBBBBwwOOOO\n"
-        "  bucket launches             0         \n"
         "thread 901          ..........========..\n");
   CHECK_THROWS_WITH(trace::render_text(events, 5, 5), Catch::Contains("empty interval"));
+}
+
+TEST_CASE("the text timeline draws the instant rows its caller asks for, and no others",
+          "[ch07][trace]") {
+  // The timeline above, with instants: of a caller's category "step" on the main thread
+  // at 2, 7, 10, 19 and 20 ms (the last one past the interval), and on a thread with no
+  // span (902); one of the category "other" at 5 ms.
+  std::vector<Event> events{span("forward", 0, 4), span("backward", 4, 16), span("wait", 14, 16),
+                            span("optimizer", 16, 20), span("comm", 10, 18)};
+  for (Event& e : events) e.tid = 900;
+  events[4].tid = 901;
+  auto instant = [&](std::int64_t at_ms, std::uint32_t tid, const char* category,
+                     const char* name) {
+    events.push_back(Event{.phase = Phase::Instant,
+                           .ts_ns = at_ms * kMs + 1,
+                           .tid = tid,
+                           .category = category,
+                           .name = name});
+  };
+  instant(2, 900, "step", "a");
+  instant(5, 900, "other", "x");
+  instant(7, 900, "step", "skip");  // its mark is 0: nothing drawn
+  instant(10, 900, "step", "b");
+  instant(19, 900, "step", "c");
+  instant(20, 900, "step", "d");
+  instant(3, 902, "step", "e");
+  auto first_letter = [](std::string_view name) { return name == "skip" ? char{0} : name[0]; };
+  const trace::InstantRow steps{.category = "step", .title = "steps", .mark = first_letter};
+  const trace::InstantRow other{.category = "other",
+                                .title = "a title longer than sixteen",
+                                .mark = [](std::string_view) { return '*'; }};
+  const std::string main = "thread 900          FFFFBBBBBBBBBBwwOOOO\n";
+  const std::string comm = "thread 901          ..........========..\n";
+
+  SECTION("none asked for: none drawn") {
+    CHECK(trace::render_text(events, 0, 20 * kMs, {}, 20) == main + comm);
+  }
+  SECTION("one: under the thread that recorded them, each at its column") {
+    CHECK(trace::render_text(events, 0, 20 * kMs, {steps}, 20) ==
+          main + "  steps               a       b        c\n" + comm);
+  }
+  SECTION("two: in the order given, a title cut to 16 characters") {
+    CHECK(trace::render_text(events, 0, 20 * kMs, {other, steps}, 20) ==
+          main + "  a title longer t       *              \n" +
+              "  steps               a       b        c\n" + comm);
+  }
+  SECTION("none of its instants in the interval: no row") {
+    CHECK(trace::render_text(events, 11 * kMs, 19 * kMs, {steps}, 8) ==
+          "thread 900          BBBwwOOO\n"
+          "thread 901          =======.\n");
+  }
+  const trace::InstantRow unmarked{.category = "step", .title = "t", .mark = nullptr};
+  CHECK_THROWS_WITH(trace::render_text(events, 0, 20 * kMs, {unmarked}),
+                    Catch::Contains("the instant row \"t\" has no mark function"));
 }
