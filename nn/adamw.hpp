@@ -15,10 +15,12 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <vector>
 
 #include "autograd/variable.hpp"
+#include "nn/optimizer.hpp"
 #include "nn/state_dict.hpp"
 
 namespace ddp::nn {
@@ -31,20 +33,21 @@ struct AdamWOptions {
   double weight_decay = 1e-2;  // PyTorch's default for AdamW (Adam's is 0)
 };
 
-class AdamW {
+class AdamW final : public Optimizer {
  public:
   AdamW(std::vector<Variable> parameters, AdamWOptions options);
+  std::string name() const override { return "adamw"; }
 
   // One update of every parameter that has a gradient (the formulas above), in place on
   // the parameters' own devices; no graph is recorded. The gradient is left as it was.
-  void step();
+  void step() override;
   // Sets every parameter's gradient back to undefined.
-  void zero_grad();
+  void zero_grad() override;
 
-  double lr() const { return options_.lr; }
-  void set_lr(double lr);  // what a learning-rate schedule calls before each step
+  double lr() const override { return options_.lr; }
+  void set_lr(double lr) override;  // what a learning-rate schedule calls before each step
   const AdamWOptions& options() const { return options_; }
-  const std::vector<Variable>& parameters() const { return parameters_; }
+  const std::vector<Variable>& parameters() const override { return parameters_; }
 
   // ---- State, for checkpoints and the memory accounting ---------------------------------
   // exp_avg()[i], exp_avg_sq()[i] and steps()[i] belong to parameters()[i]; the moments
@@ -54,11 +57,12 @@ class AdamW {
   const std::vector<std::int64_t>& steps() const { return steps_; }
   // The defined state as "exp_avg.<i>", "exp_avg_sq.<i>" (sharing storage with the
   // optimizer) and "step.<i>" (a one-element int64 tensor), i = the parameter's index.
-  StateDict state_dict() const;
+  StateDict state_dict() const override;
   // Replaces the state with copies of `state`'s (moved to each parameter's device). All
   // or nothing: names, dtypes and shapes are checked first, and a parameter's three
   // entries come together or not at all; `source` names where `state` came from.
-  void load_state_dict(const StateDict& state, std::string_view source = "a state_dict");
+  void load_state_dict(const StateDict& state,
+                       std::string_view source = "a state_dict") override;
 
  private:
   std::vector<Variable> parameters_;

@@ -12,10 +12,12 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 #include <string_view>
 #include <vector>
 
 #include "autograd/variable.hpp"
+#include "nn/optimizer.hpp"
 #include "nn/state_dict.hpp"
 
 namespace ddp::nn {
@@ -28,20 +30,21 @@ struct SGDOptions {
   bool nesterov = false;  // needs momentum > 0 and dampening == 0 (as in PyTorch)
 };
 
-class SGD {
+class SGD final : public Optimizer {
  public:
   SGD(std::vector<Variable> parameters, SGDOptions options);
+  std::string name() const override { return "sgd"; }
 
   // One update of every parameter that has a gradient (the formulas above). The math is
   // done on the parameters' own devices, in place; no graph is recorded.
-  void step();
+  void step() override;
   // Sets every parameter's gradient back to undefined.
-  void zero_grad();
+  void zero_grad() override;
 
-  double lr() const { return options_.lr; }
-  void set_lr(double lr);  // what a learning-rate schedule calls before each step
+  double lr() const override { return options_.lr; }
+  void set_lr(double lr) override;  // what a learning-rate schedule calls before each step
   const SGDOptions& options() const { return options_; }
-  const std::vector<Variable>& parameters() const { return parameters_; }
+  const std::vector<Variable>& parameters() const override { return parameters_; }
 
   // ---- State, for checkpoints ----------------------------------------------------------
   // momentum_buffers()[i] belongs to parameters()[i]; undefined until that parameter's
@@ -49,11 +52,12 @@ class SGD {
   const std::vector<Tensor>& momentum_buffers() const { return momentum_buffers_; }
   // The defined buffers as "momentum_buffer.<i>" (i = the parameter's index), sharing
   // storage with the optimizer; save them with save_state_dict.
-  StateDict state_dict() const;
+  StateDict state_dict() const override;
   // Replaces the buffers with copies of `state`'s (moved to each parameter's device).
   // All or nothing: names, dtypes and shapes are checked first; `source` names where
   // `state` came from in the messages.
-  void load_state_dict(const StateDict& state, std::string_view source = "a state_dict");
+  void load_state_dict(const StateDict& state,
+                       std::string_view source = "a state_dict") override;
 
  private:
   std::vector<Variable> parameters_;
