@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "data/mnist.hpp"  // default_mnist_folder
 #include "tensor/device.hpp"
 #include "base/error.hpp"
 
@@ -296,6 +297,10 @@ std::int64_t per_rank_batch(const TrainOptions& o, int world_size) {
             "\nhint: give --batch-size (images per rank) or a --global-batch-size divisible by ",
             w);
   return global / w;
+}
+
+std::string data_folder(const TrainOptions& o) {
+  return o.data.empty() ? default_mnist_folder() : o.data;
 }
 
 std::string trace_file_for_rank(const std::string& path, int rank, int world_size) {

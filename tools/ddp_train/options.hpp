@@ -75,6 +75,10 @@ std::string usage();
 // flags are given and disagree.
 std::int64_t per_rank_batch(const TrainOptions& options, int world_size);
 
+// The folder of the MNIST files: --data, else default_mnist_folder() ($MNIST_DIR, else
+// the bundled digits).
+std::string data_folder(const TrainOptions& options);
+
 // Where rank `rank` of `world_size` writes --trace `path`: the path itself for one
 // process, else ".rankR" before the extension ("run.json" -> "run.rank1.json"; "run" ->
 // "run.rank1"), so that ranks sharing a folder do not overwrite each other's file.

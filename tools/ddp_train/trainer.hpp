@@ -17,13 +17,20 @@
 // already done and continues to the same numbers as an uninterrupted one; on another
 // number of ranks, to the same samples (Note [Resuming on another world size]).
 // Chapter 08: a stop signal (stop_request.hpp) ends the run after a step that every rank
-// agrees on, with a checkpoint (Note [Agreeing to stop], trainer.cpp).
+// agrees on, with a checkpoint (Note [Agreeing to stop], stop_agreement.cpp).
+//
+// The Trainer's member functions live in files named after what they do: the training
+// loop in trainer.cpp (chapter 04's path), then evaluate.cpp, metrics_csv.cpp and
+// checkpoint.cpp (chapter 04), rank_setup.cpp and over_ranks.cpp (chapter 06),
+// stop_agreement.cpp (chapter 08).
 #pragma once
 
 #include <cstdint>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "data/data_loader.hpp"
 #include "data/distributed_sampler.hpp"
@@ -85,35 +92,45 @@ class Trainer {
   std::string describe_recipe() const;
 
  private:
+  // ---- The training loop (trainer.cpp) ----
   EpochResult run_epochs();  // run() without the final barrier
-  // Runs `action` on this rank and stops every rank when it failed on any: an error that
-  // one rank alone throws (rank 0 writing a file) would leave the others waiting in the
-  // next collective. `what` names the action in the others' message.
-  template <typename Action>
-  void together(const char* what, Action&& action);
   enum class EpochEnd { Finished, StepBudget, StopRequested };
   // Trains until the end of the current epoch, the step budget or an agreed stop.
   EpochEnd train_epoch(EpochResult& result);
-  // After each step: did any rank get a stop signal? The same answer on every rank.
-  bool stop_agreed();
   bool steps_used_up() const;  // --max-steps given and reached
   void train_step(const Batch& batch);
+  void print_timeline(const EpochResult& r) const;  // rank 0, with --trace
+
+  // ---- Evaluation (evaluate.cpp) ----
+  void evaluate_into(EpochResult& result);
+
+  // ---- The metrics file (metrics_csv.cpp) ----
+  void open_metrics();
+  void write_metrics(const EpochResult& r);
+
+  // ---- Checkpoints (checkpoint.cpp) ----
+  void save_checkpoint(const std::string& path);  // every rank calls it; rank 0 writes
+  // Rank 0's part: `all` holds every rank's (loss sum bits, images seen) pair.
+  void write_checkpoint(const std::string& path, const std::vector<std::int64_t>& all);
+  // --resume PATH: PATH; --resume auto: --save's path when every rank can read a
+  // checkpoint there, else "" (a fresh start). Says which (rank 0).
+  std::string resume_path();
+  void load_checkpoint(const std::string& path);
+
+  // ---- With the other ranks (over_ranks.cpp; check_same_data: rank_setup.cpp) ----
+  // Runs `action` on this rank and stops every rank when it failed on any: an error that
+  // one rank alone throws (rank 0 writing a file) would leave the others waiting in the
+  // next collective. `what` names the action in the others' message.
+  void together(const char* what, const std::function<void()>& action);
   // Sums over all ranks (itself alone without a group).
   void sum_over_ranks(std::vector<double>& values, std::vector<std::int64_t>& counts);
   // Every rank's `mine`, one after the other in rank order (all_gather).
   std::vector<std::int64_t> gather_over_ranks(const std::vector<std::int64_t>& mine);
   void check_same_data();  // and the same kind of device
-  void evaluate_into(EpochResult& result);
-  void save_checkpoint(const std::string& path);  // every rank calls it; rank 0 writes
-  // Rank 0's part: `all` holds every rank's (loss sum bits, images seen) pair.
-  void write_checkpoint(const std::string& path, const std::vector<std::int64_t>& all);
-  void open_metrics();
-  // --resume PATH: PATH; --resume auto: --save's path when every rank can read a
-  // checkpoint there, else "" (a fresh start). Says which (rank 0).
-  std::string resume_path();
-  void load_checkpoint(const std::string& path);
-  void write_metrics(const EpochResult& r);
-  void print_timeline(const EpochResult& r) const;  // rank 0, with --trace
+
+  // ---- Stopping on request (stop_agreement.cpp) ----
+  // After each step: did any rank get a stop signal? The same answer on every rank.
+  bool stop_agreed();
 
   TrainOptions options_;
   LaunchEnv launch_;  // who started this process (discover_for_training)
@@ -140,25 +157,5 @@ class Trainer {
   double loss_sum_ = 0.0;           // sum of loss * batch size over this epoch so far (rank's)
   std::int64_t images_seen_ = 0;    // training images of this epoch so far (this rank's)
 };
-
-// "auto" -> this rank's GPU when one is usable (cuda:<local rank>, as torchrun arranges),
-// else the CPU; "cuda" -> this rank's GPU.
-Device resolve_device(const std::string& name, int local_rank = 0);
-
-// The process group for this run: null when no launcher started several ranks (and none
-// started this one at all), else init_process_group with --backend ("auto": nccl for a
-// CUDA device, tcp otherwise), watched (chapter 08): every collective and store call has
-// --timeout as its deadline, and a hang ends with the ledger's diagnosis and exit code 4.
-std::unique_ptr<WatchedGroup> join_process_group(const TrainOptions& options,
-                                                const LaunchEnv& launch, Device device);
-
-// The launcher's word (discover_launch_env), or one process in a SLURM batch script that
-// no srun started: there ddp-train trains alone, as chapter 04's job scripts run it, and
-// says so on stderr.
-LaunchEnv discover_for_training();
-
-// CPU threads for this rank: --threads, else OMP_NUM_THREADS, else the cores divided
-// among the ranks this node runs.
-int threads_per_rank(const TrainOptions& options, const LaunchEnv& launch);
 
 }  // namespace ddp::train
