@@ -35,7 +35,7 @@
 #include <vector>
 
 #include "base/deadline.hpp"
-#include "dist/parallel/shard_layout.hpp"
+#include "dist/parallel/flat_parameter.hpp"
 #include "dist/process_group.hpp"
 #include "nn/optimizer.hpp"
 
@@ -67,21 +67,18 @@ class ZeroRedundancyOptimizer final : public nn::Optimizer {
     local_->load_state_dict(state, source);
   }
 
-  const ShardLayout& layout() const { return layout_; }
-  const Tensor& flat_parameters() const { return flat_; }  // (padded_numel)
+  const ShardLayout& layout() const { return flat_.layout(); }
+  const Tensor& flat_parameters() const { return flat_.flat(); }  // (padded_numel)
   nn::Optimizer& local_optimizer() { return *local_; }
 
  private:
   std::string who() const;
-  void gather_shard_gradient();  // step 1
 
   std::vector<Variable> parameters_;
-  std::vector<std::int64_t> offsets_;  // where parameter i starts in flat_
   ProcessGroup& group_;
   std::chrono::milliseconds timeout_;
-  ShardLayout layout_;
-  Tensor flat_;          // every parameter, one after another, then the padding
-  Variable shard_;       // this rank's slice of flat_, with its gradient
+  FlatParameter flat_;   // every parameter, one after another, then the padding
+  Variable shard_;       // this rank's slice of the flat buffer, with its gradient
   Tensor send_;          // the all-gather's input: a copy of the updated slice
   std::unique_ptr<nn::Optimizer> local_;
 };

@@ -6,14 +6,16 @@
 //
 // Every rank trains two copies of one small network (64 -> 37 -> 10, 2,785 parameters:
 // uneven shards at 3 and 4 ranks) for 5 steps on its rows of a global batch of 12: one
-// under DDP with a plain optimizer, the reference; one under DDP with ZeRO-1
-// (ZeroRedundancyOptimizer), for SGD with momentum and for AdamW, without and with
-// gradient clipping. After every step the sharded copy's parameters must be within
+// under DDP with a plain optimizer, the reference; one sharded (--scenario): zero1 is DDP
+// with ZeroRedundancyOptimizer, zero2 is ShardedDataParallel (two buckets: its first is
+// capped at 1 KiB). Each for SGD with momentum and for AdamW, without and with gradient
+// clipping. After every step the sharded copy's parameters must be within
 // Note [The sharded tolerance] of the reference's, and the same bits on every rank.
 // --plant makes a known bug, so that the tests can watch the checks fail:
 //   no-all-gather  the updated shards are not gathered (each rank keeps the others' old
-//                  values), as if step 3 were left out
+//                  values), as if the all-gather after the step were left out
 //   shard-offset   the shard's gradient is one element off its parameters
+//   sum            the reduce-scatter's sum is not divided by the world size (zero2)
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -24,6 +26,7 @@
 #include "base/error.hpp"
 #include "dist/init.hpp"
 #include "dist/parallel/distributed_data_parallel.hpp"
+#include "dist/parallel/sharded_data_parallel.hpp"
 #include "dist/parallel/zero_redundancy_optimizer.hpp"
 #include "nn/adamw.hpp"
 #include "nn/clip_grad.hpp"
@@ -46,11 +49,13 @@ constexpr int kSteps = 5;
 // Note [The sharded tolerance]
 // ZeRO-1 steps a slice of one flat buffer with the same element-wise formulas that the
 // reference applies parameter by parameter, to the same averaged gradients: the same
-// operations on the same numbers. Only the vectorised and the scalar code paths of an
-// element-wise kernel may round a fused multiply-add differently, which would show as one
-// unit in the last place (6e-8 near 1). Measured: 0 on every step, backend and world
-// size. The tolerance, 1e-6, allows those few units and nothing more; the planted bugs
-// are 1e-3 off or more after their first step.
+// operations on the same numbers (measured: 0 difference on every step, backend and world
+// size). ZeRO-2's gradients come from a reduce-scatter whose chunks are not the
+// all-reduce's, so from 3 ranks on a sum may add the same terms in another order (one unit
+// in the last place of a gradient), and with clipping the norm is a sum of per-rank
+// partial sums; an optimizer step of lr 0.05 turns such a unit into ~1e-9. The tolerance,
+// 1e-6, allows those units and nothing more; the planted bugs are 1e-3 off or more after
+// their first step.
 constexpr double kTolerance = 1e-6;
 
 std::shared_ptr<nn::Sequential> make_model() {
@@ -109,64 +114,135 @@ class ShiftedGradient final : public nn::Optimizer {
   std::unique_ptr<nn::Optimizer> inner_;
 };
 
-// One scenario; returns the number of failed checks on this rank.
-int run(const std::string& optimizer, double clip, const test::RankArgs& args, const Data& data,
-        ProcessGroup& group) {
+// The sharded copy: one of the two ways, behind the four calls a training step makes.
+class Sharded {
+ public:
+  Sharded(const std::string& scenario, const std::string& optimizer, const test::RankArgs& args,
+          ProcessGroup& group)
+      : model_(make_model()) {
+    const auto make = [&](std::vector<Variable> shard) {
+      auto inner = make_optimizer(optimizer, std::move(shard));
+      if (args.plant != "shard-offset") return inner;
+      return std::unique_ptr<nn::Optimizer>(new ShiftedGradient(std::move(inner)));
+    };
+    if (scenario == "zero1") {
+      ddp_ = std::make_unique<DistributedDataParallel>(model_, group);
+      zero1_ = std::make_unique<ZeroRedundancyOptimizer>(model_->parameters(), group, make);
+    } else {
+      zero2_ = std::make_unique<ShardedDataParallel>(
+          model_, group, make, ShardedOptions{.first_bucket_bytes = 1024});
+    }
+  }
+  void forward_backward(const Tensor& x, const Tensor& y) {
+    if (ddp_) {
+      cross_entropy((*ddp_)(Variable(x)), y).backward();
+      ddp_->average_gradients();
+    } else {
+      cross_entropy((*zero2_)(Variable(x)), y).backward();
+    }
+  }
+  void clip(double max_norm) {
+    if (zero1_) {
+      nn::clip_grad_norm(model_->parameters(), max_norm);
+    } else {
+      zero2_->clip_grad_norm(max_norm);
+    }
+  }
+  void step() {
+    if (zero1_) {
+      zero1_->step();
+      zero1_->zero_grad();
+    } else {
+      zero2_->step();
+      zero2_->zero_grad();
+    }
+  }
+  std::vector<Tensor> shard_gradients() const {  // zero2's averaged shards
+    std::vector<Tensor> out;
+    for (std::size_t b = 0; b < zero2_->buckets().size(); ++b) out.push_back(zero2_->shard_gradient(b));
+    return out;
+  }
+  std::vector<Tensor> flat_buffers() const {
+    std::vector<Tensor> out;
+    if (zero1_) out.push_back(zero1_->flat_parameters());
+    if (zero2_) for (const FlatParameter& b : zero2_->buckets()) out.push_back(b.flat());
+    return out;
+  }
+  std::vector<ShardLayout> layouts() const {
+    std::vector<ShardLayout> out;
+    if (zero1_) out.push_back(zero1_->layout());
+    if (zero2_) for (const FlatParameter& b : zero2_->buckets()) out.push_back(b.layout());
+    return out;
+  }
+  const nn::Module& model() const { return *model_; }
+
+ private:
+  std::shared_ptr<nn::Sequential> model_;
+  std::unique_ptr<DistributedDataParallel> ddp_;
+  std::unique_ptr<ZeroRedundancyOptimizer> zero1_;
+  std::unique_ptr<ShardedDataParallel> zero2_;
+};
+
+// One run; returns the number of failed checks on this rank.
+int run(const std::string& scenario, const std::string& optimizer, double clip,
+        const test::RankArgs& args, const Data& data, ProcessGroup& group) {
   const int world = group.size(), rank = group.rank();
   const std::int64_t b = kGlobalBatch / world;
   auto reference = make_model();
-  auto sharded = make_model();
   DistributedDataParallel ddp_reference(reference, group);
-  DistributedDataParallel ddp_sharded(sharded, group);
   std::unique_ptr<nn::Optimizer> plain = make_optimizer(optimizer, reference->parameters());
-  ZeroRedundancyOptimizer zero(sharded->parameters(), group, [&](std::vector<Variable> shard) {
-    auto inner = make_optimizer(optimizer, std::move(shard));
-    if (args.plant == "shard-offset") return std::unique_ptr<nn::Optimizer>(new ShiftedGradient(std::move(inner)));
-    return inner;
-  });
+  Sharded sharded(scenario, optimizer, args, group);
+  const std::string what = detail::concat(scenario, " ", optimizer, " clip ", clip);
 
   int failures = 0;
   std::string line, norms;
   for (int s = 0; s < kSteps; ++s) {
     const Tensor x = data.inputs.narrow(0, s * kGlobalBatch + rank * b, b).contiguous();
     const Tensor y = data.labels.narrow(0, s * kGlobalBatch + rank * b, b).contiguous();
-    for (auto* side : {&ddp_reference, &ddp_sharded}) {
-      cross_entropy((*side)(Variable(x)), y).backward();
-      side->average_gradients();
+    cross_entropy(ddp_reference(Variable(x)), y).backward();
+    ddp_reference.average_gradients();
+    sharded.forward_backward(x, y);
+    if (args.plant == "sum" && scenario == "zero2") {  // the reduce-scatter's sum, undivided
+      for (Tensor g : sharded.shard_gradients()) g.mul_(static_cast<float>(world));
     }
     if (clip > 0.0) {  // the norms are printed: above `clip`, so that clipping acts
       norms += detail::concat(" ", nn::clip_grad_norm(reference->parameters(), clip));
-      nn::clip_grad_norm(sharded->parameters(), clip);
+      sharded.clip(clip);
     }
     plain->step();
     plain->zero_grad();
-    const Tensor before = zero.flat_parameters().clone();
-    zero.step();
-    zero.zero_grad();
+    std::vector<Tensor> before;
+    for (const Tensor& flat : sharded.flat_buffers()) before.push_back(flat.clone());
+    sharded.step();
     if (args.plant == "no-all-gather") {  // every slice but this rank's back to its old values
-      const ShardLayout& l = zero.layout();
-      Tensor flat = zero.flat_parameters();
-      for (int r = 0; r < world; ++r) {
-        if (r != rank) flat.narrow(0, l.begin(r), l.shard_numel).copy_(before.narrow(0, l.begin(r), l.shard_numel));
+      const std::vector<Tensor> flats = sharded.flat_buffers();
+      const std::vector<ShardLayout> layouts = sharded.layouts();
+      for (std::size_t k = 0; k < flats.size(); ++k) {
+        const ShardLayout& l = layouts[k];
+        for (int r = 0; r < world; ++r) {
+          if (r == rank) continue;
+          Tensor(flats[k]).narrow(0, l.begin(r), l.shard_numel)
+              .copy_(before[k].narrow(0, l.begin(r), l.shard_numel));
+        }
       }
     }
 
-    const double difference = test::max_difference(*sharded, *reference);
+    const double difference = test::max_difference(sharded.model(), *reference);
     line += detail::concat(" ", difference);
     if (!(difference <= kTolerance)) {
-      std::fprintf(stderr, "rank %d: zero1 %s clip %g: step %d: parameters differ from DDP's by %g > %g\n",
-                   rank, optimizer.c_str(), clip, s + 1, difference, kTolerance);
+      std::fprintf(stderr, "rank %d: %s: step %d: parameters differ from DDP's by %g > %g\n",
+                   rank, what.c_str(), s + 1, difference, kTolerance);
       ++failures;
     }
-    if (!test::identical_on_all_ranks(*sharded, group)) {
-      std::fprintf(stderr, "rank %d: zero1 %s clip %g: step %d: parameters differ between ranks\n",
-                   rank, optimizer.c_str(), clip, s + 1);
+    if (!test::identical_on_all_ranks(sharded.model(), group)) {
+      std::fprintf(stderr, "rank %d: %s: step %d: parameters differ between ranks\n", rank,
+                   what.c_str(), s + 1);
       ++failures;
     }
   }
-  std::printf("rank %d/%d (%s): zero1 %s clip %g: max |zero1 - ddp| after steps 1..%d:%s%s%s\n",
-              rank, world, group.backend_name().c_str(), optimizer.c_str(), clip, kSteps,
-              line.c_str(), norms.empty() ? "" : "; gradient norms:", norms.c_str());
+  std::printf("rank %d/%d (%s): %s: max |sharded - ddp| after steps 1..%d:%s%s%s\n", rank, world,
+              group.backend_name().c_str(), what.c_str(), kSteps, line.c_str(),
+              norms.empty() ? "" : "; gradient norms:", norms.c_str());
   std::fflush(stdout);
   return failures;
 }
@@ -177,10 +253,12 @@ int main(int argc, char** argv) {
   int rank = -1;
   try {
     const test::RankArgs args = test::parse_rank_args(argc, argv, "ch09_sharded");
-    DDP_CHECK(args.scenario == "all" || args.scenario == "zero1", "ch09_sharded: unknown --scenario '",
-              args.scenario, "' (all, zero1)");
-    DDP_CHECK(args.plant == "none" || args.plant == "no-all-gather" || args.plant == "shard-offset",
-              "ch09_sharded: unknown --plant '", args.plant, "' (none, no-all-gather, shard-offset)");
+    DDP_CHECK(args.scenario == "all" || args.scenario == "zero1" || args.scenario == "zero2",
+              "ch09_sharded: unknown --scenario '", args.scenario, "' (all, zero1, zero2)");
+    DDP_CHECK(args.plant == "none" || args.plant == "no-all-gather" ||
+                  args.plant == "shard-offset" || args.plant == "sum",
+              "ch09_sharded: unknown --plant '", args.plant,
+              "' (none, no-all-gather, shard-offset, sum)");
     InitOptions init;
     init.backend = args.backend;
     init.timeout = std::chrono::seconds(60);
@@ -188,8 +266,15 @@ int main(int argc, char** argv) {
     rank = group->rank();
     const Data data = make_data();
     int failures = 0;
-    for (const char* optimizer : {"sgd", "adamw"}) {
-      for (const double clip : {0.0, 0.5}) failures += run(optimizer, clip, args, data, *group);
+    const std::vector<std::string> scenarios =
+        args.scenario == "all" ? std::vector<std::string>{"zero1", "zero2"}
+                               : std::vector<std::string>{args.scenario};
+    for (const std::string& scenario : scenarios) {
+      for (const char* optimizer : {"sgd", "adamw"}) {
+        for (const double clip : {0.0, 0.5}) {
+          failures += run(scenario, optimizer, clip, args, data, *group);
+        }
+      }
     }
     group->barrier()->wait(std::chrono::seconds(60));
     group->destroy();

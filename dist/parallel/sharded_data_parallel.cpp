@@ -1,0 +1,172 @@
+// ShardedDataParallel (see sharded_data_parallel.hpp): the buckets, the reduce-scatter in
+// backward, and the step.
+#include "dist/parallel/sharded_data_parallel.hpp"
+
+#include <cmath>
+#include <numeric>
+#include <utility>
+
+#include "autograd/engine.hpp"
+#include "autograd/grad_mode.hpp"
+#include "base/error.hpp"
+#include "dist/parallel/reducer.hpp"
+#include "dist/parallel/replica_check.hpp"
+#include "nn/clip_grad.hpp"
+#include "tensor/memory.hpp"
+
+namespace ddp {
+
+// ---- Construction ---------------------------------------------------------------------
+
+ShardedDataParallel::ShardedDataParallel(std::shared_ptr<nn::Module> module,
+                                         ProcessGroup& group,
+                                         const ZeroRedundancyOptimizer::MakeOptimizer& make,
+                                         ShardedOptions options)
+    : module_(std::move(module)), group_(group), options_(options) {
+  DDP_CHECK(module_ != nullptr, "ShardedDataParallel: null module");
+  check_same_model(*module_, group_);  // the same layout on every rank, or an error on all
+  const std::vector<Variable> parameters = module_->parameters();
+  DDP_CHECK(!parameters.empty(), who(), ": the model has no parameters");
+
+  // Chapter 07's buckets: gradients come last layer first.
+  std::vector<std::int64_t> bytes;
+  for (const Variable& p : parameters) bytes.push_back(4 * p.numel());
+  std::vector<std::size_t> order(parameters.size());
+  std::iota(order.rbegin(), order.rend(), std::size_t{0});
+  const auto assignment =
+      assign_buckets(bytes, order, options_.first_bucket_bytes, options_.bucket_cap_bytes);
+
+  NoGradGuard no_grad;
+  buckets_.reserve(assignment.size());
+  for (const std::vector<std::size_t>& members : assignment) {
+    std::vector<Variable> bucket;
+    for (std::size_t i : members) bucket.push_back(parameters[i]);
+    buckets_.emplace_back(std::move(bucket), group_.rank(), group_.size());
+    // rank 0's values everywhere: one broadcast of the whole flat buffer
+    group_.broadcast(buckets_.back().flat(), /*root=*/0)->wait(options_.timeout);
+  }
+  broadcast_buffers(*module_, group_, /*root=*/0, options_.timeout);
+
+  // Per bucket: this rank's slice, with a gradient of its own (the averaged shard).
+  for (const FlatParameter& bucket : buckets_) {
+    Variable shard(bucket.shard(), /*requires_grad=*/true);
+    shard.set_grad(zeros_like(shard.data()));
+    shards_.push_back(shard);
+  }
+  local_ = make(shards_);
+  DDP_CHECK(local_ != nullptr, who(), ": the MakeOptimizer function returned no optimizer");
+
+  pending_.assign(buckets_.size(), 0);
+  in_flight_.resize(buckets_.size());
+  works_.resize(buckets_.size());
+  for (std::size_t b = 0; b < buckets_.size(); ++b) {
+    for (const Variable& p : buckets_[b].parameters()) {
+      const GradReadyHookId id =
+          p.register_grad_ready_hook([this, b](const Variable&) { on_gradient_ready(b); });
+      hooks_.emplace_back(p, id);
+    }
+  }
+}
+
+ShardedDataParallel::~ShardedDataParallel() {
+  for (const auto& [p, id] : hooks_) p.remove_grad_ready_hook(id);
+}
+
+std::string ShardedDataParallel::who() const {
+  return detail::concat("ShardedDataParallel on rank ", group_.rank(), "/", group_.size());
+}
+
+// ---- Forward, and the reduce-scatter in backward -----------------------------------------
+
+Variable ShardedDataParallel::forward(const Variable& x) {
+  const bool trains = grad_enabled() && module_->is_training();
+  if (options_.broadcast_buffers && trains) {
+    broadcast_buffers(*module_, group_, /*root=*/0, options_.timeout);
+  }
+  Variable output = (*module_)(x);
+  if (grad_enabled()) {
+    DDP_CHECK(!(expecting_backward_ && callback_queued_), who(),
+              ": a forward while the last backward has not finished");
+    expecting_backward_ = require_sync_;
+    callback_queued_ = false;
+    next_launch_ = 0;
+    for (std::size_t b = 0; b < buckets_.size(); ++b) {
+      pending_[b] = buckets_[b].parameters().size();
+    }
+  }
+  return output;
+}
+
+void ShardedDataParallel::on_gradient_ready(std::size_t bucket) {
+  if (!expecting_backward_) return;  // under no_sync: the gradients just accumulate
+  if (!callback_queued_) {
+    callback_queued_ = true;
+    queue_backward_callback([this] { finish_backward(); });
+  }
+  DDP_CHECK(pending_[bucket] > 0, who(), ": bucket ", bucket,
+            " got more gradients than it has parameters in one backward");
+  --pending_[bucket];
+  // Note [Launch order] (reducer.cpp): strictly in bucket order, on every rank.
+  while (next_launch_ < buckets_.size() && pending_[next_launch_] == 0) launch(next_launch_++);
+}
+
+void ShardedDataParallel::launch(std::size_t b) {
+  FlatParameter& bucket = buckets_[b];
+  Tensor padded = empty({bucket.layout().padded_numel()}, {.device = bucket.flat().device()});
+  memory::tag(padded, memory::Category::Communication);
+  bucket.copy_gradients(padded, who());
+  for (const Variable& p : bucket.parameters()) p.zero_grad();  // the full gradients go
+  Tensor shard_grad = shards_[b].grad();
+  works_[b] = group_.reduce_scatter(shard_grad, padded, ReduceOp::Sum);
+  in_flight_[b] = std::move(padded);  // kept until the reduce-scatter is done
+}
+
+void ShardedDataParallel::finish_backward() {
+  expecting_backward_ = false;
+  DDP_CHECK(next_launch_ == buckets_.size(), who(), ": backward ended with bucket ",
+            next_launch_, " of ", buckets_.size(),
+            " not ready: a parameter got no gradient (sharded training needs every one)");
+  const float inverse_world = 1.0f / static_cast<float>(group_.size());
+  for (std::size_t b = 0; b < buckets_.size(); ++b) {
+    works_[b]->wait(options_.timeout);
+    works_[b].reset();
+    in_flight_[b] = Tensor();
+    Tensor(shards_[b].grad()).mul_(inverse_world);  // the sum over ranks -> the average
+  }
+}
+
+// ---- The step -----------------------------------------------------------------------------
+
+double ShardedDataParallel::clip_grad_norm(double max_norm) {
+  NoGradGuard no_grad;
+  // The padding's gradients are zero: they add nothing to the sum.
+  const double local = nn::grad_norm_squared(shards_);
+  Tensor total = from_data(std::vector<float>{static_cast<float>(local)}, {1});
+  group_.all_reduce(total, ReduceOp::Sum)->wait(options_.timeout);
+  const double norm = std::sqrt(static_cast<double>(total.item<float>()));
+  nn::scale_grads(shards_, nn::clip_coefficient(norm, max_norm));
+  return norm;
+}
+
+void ShardedDataParallel::step() {
+  NoGradGuard no_grad;
+  local_->step();
+  std::vector<Tensor> sends;
+  std::vector<std::shared_ptr<Work>> gathers;
+  for (std::size_t b = 0; b < buckets_.size(); ++b) {
+    Tensor send = shards_[b].data().clone();  // the input must not alias the output
+    memory::tag(send, memory::Category::Communication);
+    gathers.push_back(group_.all_gather(buckets_[b].flat(), send));
+    sends.push_back(std::move(send));
+  }
+  for (const auto& work : gathers) work->wait(options_.timeout);
+}
+
+void ShardedDataParallel::zero_grad() {
+  for (const Variable& shard : shards_) Tensor(shard.grad()).zero_();
+  for (const FlatParameter& bucket : buckets_) {
+    for (const Variable& p : bucket.parameters()) p.zero_grad();
+  }
+}
+
+}  // namespace ddp
