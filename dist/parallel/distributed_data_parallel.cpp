@@ -1,6 +1,6 @@
-// DistributedDataParallel (see distributed_data_parallel.hpp). Chapters 06 and 07; chapter
-// 08's part of the Join (the count in forward, shadow_iteration, broadcast_model_from) at
-// the end.
+// DistributedDataParallel (see distributed_data_parallel.hpp). Chapters 06 and 07; in
+// forward, one call of chapter 08's Join (the count); the rest of DDP's part in the Join,
+// the Joinable, is distributed_data_parallel_join.cpp's.
 #include "dist/parallel/distributed_data_parallel.hpp"
 
 #include <optional>
@@ -58,12 +58,14 @@ Variable DistributedDataParallel::forward(const Variable& x) {
   const bool broadcasts = options_.broadcast_buffers && grad_enabled() && module_->is_training();
   int buffer_root = 0;
   divisor_ = group_.size();
-  if (join_ != nullptr && grad_enabled()) {
-    // Chapter 08: one training iteration inside a Join. First the count that tells the
+  if (grad_enabled()) {
+    // Chapter 08: inside a Join, a training iteration starts with the count that tells the
     // joined ranks what to shadow (Note [Counting who still trains] in join.cpp).
-    const JoinRound round = join_->notify_training(require_sync_, broadcasts);
-    buffer_root = round.lowest;
-    divisor_ = round.divisor;
+    if (const std::optional<JoinRound> round =
+            Join::notify_join_context(*this, require_sync_, broadcasts)) {
+      buffer_root = round->lowest;
+      divisor_ = round->divisor;
+    }
   }
   if (broadcasts) sync_buffers_from(buffer_root);
   Variable output = (*module_)(x);
@@ -173,45 +175,6 @@ void DistributedDataParallel::average_each_parameter(const std::vector<Tensor>& 
 
 void DistributedDataParallel::check_in_sync(std::int64_t step) const {
   check_parameters_in_sync(*module_, group_, step);
-}
-
-// ---- Chapter 08: a joined rank's part (join.hpp) -------------------------------------
-
-// The collectives of one iteration of the ranks still training, in their order: the
-// buffer broadcast of their forward, then their gradient collectives, with zeros from
-// here. Bucketed: the Reducer knows its buckets, its hook and its rebuild. Flat and
-// PerParameter: the all-reduces average_gradients() makes, of the same sizes.
-void DistributedDataParallel::shadow_iteration(const JoinRound& round) {
-  NoGradGuard no_grad;
-  if (round.broadcasts_buffers) {
-    // Received into this rank's buffers: harmless, the final sync overwrites them.
-    sync_buffers_from(round.lowest);
-  }
-  if (reducer_) {
-    reducer_->shadow_backward(round.syncs_gradients, round.divisor);
-    return;
-  }
-  if (!round.syncs_gradients) return;  // (no_sync is Bucketed only; kept for symmetry)
-  const TensorOptions like{.dtype = DType::Float32, .device = parameters_[0].second.device()};
-  std::vector<Tensor> zero_grads;
-  if (options_.gradient_sync == GradientSync::PerParameter) {
-    for (const auto& [name, p] : parameters_) zero_grads.push_back(zeros(p.shape(), like));
-  } else {
-    std::int64_t total = 0;
-    for (const auto& [name, p] : parameters_) total += p.numel();
-    zero_grads.push_back(zeros({total}, like));
-  }
-  std::vector<std::shared_ptr<Work>> pending;
-  for (Tensor& z : zero_grads) pending.push_back(group_.all_reduce(z, ReduceOp::Sum));
-  for (const auto& work : pending) work->wait(options_.timeout);
-}
-
-void DistributedDataParallel::broadcast_model_from(int root) {
-  NoGradGuard no_grad;
-  std::vector<Tensor> values;
-  for (const auto& [name, p] : parameters_) values.push_back(p.data());
-  broadcast_coalesced(values, root);
-  sync_buffers_from(root);
 }
 
 }  // namespace ddp

@@ -18,7 +18,7 @@
 // all-reduce per parameter, and one of all gradients flattened into a buffer, both after
 // backward. Chapter 07's Reducer (reducer.hpp), the default, averages inside backward,
 // bucket by bucket, while backward still computes. Chapter 08's Join (join.hpp) lets ranks
-// with fewer batches than others finish early; DDP does its part (the count, shadowing).
+// with fewer batches than others finish early; DDP is its Joinable (joinable.hpp).
 #pragma once
 
 #include <chrono>
@@ -26,14 +26,12 @@
 #include <memory>
 #include <vector>
 
+#include "dist/parallel/joinable.hpp"
 #include "dist/parallel/reducer.hpp"
 #include "dist/process_group.hpp"
 #include "nn/module.hpp"
 
 namespace ddp {
-
-class Join;
-struct JoinRound;
 
 enum class GradientSync {
   PerParameter,  // one all_reduce per parameter: 29 collectives for the ResNet
@@ -56,7 +54,7 @@ struct DDPOptions {
   ReducerOptions reducer = {};
 };
 
-class DistributedDataParallel {
+class DistributedDataParallel : public Joinable {
  public:
   // Every rank of `group` constructs it with its own replica of the model. Checks that
   // all replicas have the same parameters and buffers (check_same_model: every rank
@@ -68,8 +66,9 @@ class DistributedDataParallel {
   // x -> module(x). With broadcast_buffers, grad mode on and the module training, rank 0's
   // buffers are broadcast first. Bucketed: the Reducer is prepared for the backward of
   // this output (it must come before the next forward). Inside a Join (chapter 08), a
-  // forward with grad on first takes part in the join count; the buffers then come from
-  // the lowest rank still training, and the gradients are divided by the Join's divisor.
+  // forward with grad on first takes part in the join count (Join::notify_join_context);
+  // the buffers then come from the lowest rank still training, and the gradients are
+  // divided by the Join's divisor.
   Variable forward(const Variable& x);
   Variable operator()(const Variable& x) { return forward(x); }
 
@@ -119,14 +118,17 @@ class DistributedDataParallel {
   ProcessGroup& process_group() const { return group_; }
   const DDPOptions& options() const { return options_; }
 
+  // ---- Chapter 08: the Joinable (joinable.hpp), in distributed_data_parallel_join.cpp ----
+  // join_hook refuses a model with SyncBatchNorm2d; the device of the parameters, this
+  // group, options().timeout.
+  std::unique_ptr<JoinHook> join_hook() override;
+  Device join_device() const override;
+  ProcessGroup& join_process_group() const override;
+  std::chrono::milliseconds join_timeout() const override;
+
  private:
-  friend class Join;  // chapter 08: registers itself, shadows iterations, the final sync
-  // What a joined rank does in place of one iteration of the ranks still training: the
-  // same buffer broadcast and gradient collectives, with zeros (Note [Counting who still
-  // trains] in join.cpp). Its own parameters, gradients and buffers stay as they are.
-  void shadow_iteration(const JoinRound& round);
-  // Broadcasts the parameters and the buffers from `root` (the end of a Join).
-  void broadcast_model_from(int root);
+  class DDPJoinHook;  // chapter 08: what a joined rank does (PyTorch's _DDPJoinHook)
+
   // Broadcasts `root`'s buffers (sync_buffers() is root 0).
   void sync_buffers_from(int root);
 
@@ -142,7 +144,6 @@ class DistributedDataParallel {
   std::vector<std::pair<std::string, Variable>> parameters_;  // in registration order
   std::unique_ptr<Reducer> reducer_;                          // Bucketed only
   bool require_sync_ = true;                                  // false under no_sync()
-  Join* join_ = nullptr;  // chapter 08: the Join this DDP is in, if any (it registers)
   // What the gradients' sum is divided by (Flat, PerParameter; the Reducer gets it in
   // prepare_for_backward): the world size, or under a Join what the last forward's count
   // said (Note [Which divisor] in join.cpp).

@@ -2,17 +2,19 @@
 //
 // Reading order: Note [Counting who still trains], Note [Which divisor]; the count's
 // arithmetic (read_join_round, in join_round.cpp); the context (construction, the count,
-// finish: shadowing and the final sync). What a shadowed iteration sends is DDP's and the
-// Reducer's business (DistributedDataParallel::shadow_iteration, Reducer::shadow_backward).
+// finish: shadowing and the final sync). What a shadowed iteration sends is the Joinable's
+// business, through its JoinHook (joinable.hpp; DDP's in distributed_data_parallel_join.cpp).
 #include "dist/parallel/join.hpp"
 
 #include <cstdio>
 #include <exception>
+#include <vector>
 
 #include "autograd/grad_mode.hpp"
 #include "dist/launch_env.hpp"
-#include "dist/parallel/sync_batch_norm.hpp"
+#include "dist/process_group.hpp"
 #include "base/error.hpp"
+#include "tensor/tensor.hpp"
 
 namespace ddp {
 
@@ -31,7 +33,7 @@ namespace ddp {
 //   rank 1 (5 batches)   1 1 1 | 1 1          | 0
 //   count                2 2 2 | 1 1          | 0
 //
-// A training rank sends 1 from its forward (DistributedDataParallel::forward), a joined one
+// A training rank sends 1 from its forward (Join::notify_join_context), a joined one
 // 0 from finish(); a count of 0 means every rank has joined, and all leave the loop at the
 // same collective. Instead of one number we all-reduce a vector (join.hpp, JoinRound): a 1
 // at each training rank's own index, so every rank also learns WHO trains (the lowest is
@@ -54,23 +56,18 @@ namespace ddp {
 
 // ---- The context ----------------------------------------------------------------------
 
-Join::Join(DistributedDataParallel& ddp, JoinOptions options) : ddp_(ddp), options_(options) {
-  DDP_CHECK(ddp_.join_ == nullptr, who(),
-            ": this DistributedDataParallel is already in a Join"
-            "\nhint: one Join per DDP at a time; call finish() on the first one");
-  // A collective inside the model's forward has no shadow: the joined ranks do not run the
-  // model. SyncBatchNorm2d all-reduces batch statistics there.
-  for (const auto& [name, module] : ddp_.module().named_modules()) {
-    DDP_CHECK(dynamic_cast<const SyncBatchNorm2d*>(module) == nullptr, who(), ": module '", name,
-              "' is a SyncBatchNorm2d, whose forward all-reduces batch statistics that a rank "
-              "which has joined cannot shadow\nhint: use BatchNorm2d inside a Join, or give "
-              "every rank the same number of batches (DistributedSampler, drop_last)");
-  }
-  ddp_.join_ = this;
+Join::Join(Joinable& joinable, JoinOptions options) : joinable_(joinable), options_(options) {
+  DDP_CHECK(joinable_.join_ == nullptr, who(),
+            ": this Joinable (a DistributedDataParallel) is already in a Join"
+            "\nhint: one Join per Joinable at a time; call finish() on the first one");
+  // The joinable may refuse here: a collective that a joined rank cannot shadow (DDP: a
+  // model with SyncBatchNorm2d, whose forward all-reduces).
+  hook_ = joinable_.join_hook();
+  joinable_.join_ = this;
 }
 
 Join::~Join() {
-  if (ddp_.join_ == this) ddp_.join_ = nullptr;
+  if (joinable_.join_ == this) joinable_.join_ = nullptr;
   if (!finished_ && std::uncaught_exceptions() == 0) {
     // Not an error we can throw from here: say it, the others' timeout will end the job.
     std::fprintf(stderr,
@@ -80,12 +77,14 @@ Join::~Join() {
   }
 }
 
-JoinRound Join::notify_training(bool syncs_gradients, bool broadcasts_buffers) {
-  return count(/*training=*/true, syncs_gradients, broadcasts_buffers);
+std::optional<JoinRound> Join::notify_join_context(Joinable& joinable, bool syncs_gradients,
+                                                   bool broadcasts_buffers) {
+  if (joinable.join_ == nullptr) return std::nullopt;
+  return joinable.join_->count(/*training=*/true, syncs_gradients, broadcasts_buffers);
 }
 
 JoinRound Join::count(bool training, bool syncs_gradients, bool broadcasts_buffers) {
-  ProcessGroup& group = ddp_.process_group();
+  ProcessGroup& group = joinable_.join_process_group();
   const int world = group.size();
   Tensor mine = zeros({world + 2}, TensorOptions{.dtype = DType::Int64});
   if (training) {
@@ -94,9 +93,9 @@ JoinRound Join::count(bool training, bool syncs_gradients, bool broadcasts_buffe
     data[world] = syncs_gradients ? 1 : 0;
     data[world + 1] = broadcasts_buffers ? 1 : 0;
   }
-  // On the parameters' device: NCCL moves GPU memory only.
-  Tensor shared = mine.to(ddp_.module().parameters().front().device());
-  group.all_reduce(shared, ReduceOp::Sum)->wait(ddp_.options().timeout);
+  // On the joinable's device: NCCL moves GPU memory only.
+  Tensor shared = mine.to(joinable_.join_device());
+  group.all_reduce(shared, ReduceOp::Sum)->wait(joinable_.join_timeout());
   const std::vector<std::int64_t> summed = shared.cpu().to_vector<std::int64_t>();
   const JoinRound round = read_join_round(summed, options_.divide_by_initial_world_size, who());
   if (round.training > 0) last_highest_ = round.highest;
@@ -106,23 +105,23 @@ JoinRound Join::count(bool training, bool syncs_gradients, bool broadcasts_buffe
 void Join::finish() {
   DDP_CHECK(!finished_, who(), ": finish() called twice");
   // From here on this rank's forwards must not count: it is the shadow loop that does.
-  ddp_.join_ = nullptr;
+  joinable_.join_ = nullptr;
   finished_ = true;
   NoGradGuard no_grad;
   while (true) {
     const JoinRound round = count(/*training=*/false, false, false);
     if (round.training == 0) break;  // every rank has joined, all at this same collective
-    ddp_.shadow_iteration(round);
+    hook_->main_hook(round);
     ++shadowed_;
   }
   // The joined ranks skipped the optimizer steps of the iterations they shadowed (and
   // their buffers saw none of the last batches): take the model of a rank that trained to
   // the end. Every rank saw the same rounds, so all name the same root.
-  if (last_highest_ >= 0) ddp_.broadcast_model_from(last_highest_);
+  hook_->post_hook(last_highest_);
 }
 
 std::string Join::who() const {
-  const ProcessGroup& group = ddp_.process_group();
+  const ProcessGroup& group = joinable_.join_process_group();
   return detail::concat("Join on rank ", group.rank(), "/", group.size(), " (", host_name(), ")");
 }
 

@@ -5,8 +5,9 @@
 // others would wait in their next all-reduce until the timeout. Inside a Join, that rank
 // calls finish() instead: it SHADOWS the others' collectives with zeros until every rank
 // has run out, and then every rank takes the model of the last rank to finish. Our version
-// of PyTorch's torch.distributed.algorithms.Join with DDP's join hook, for one DDP (not a
-// list of Joinables: no ZeRO optimizer here); no collectives in constructor or destructor.
+// of PyTorch's torch.distributed.algorithms.Join. It sees the model only through the
+// Joinable interface (joinable.hpp), which DDP implements; it holds one Joinable (not a
+// list, as PyTorch: no ZeRO optimizer here). No collectives in constructor or destructor.
 //
 //   Join join(ddp, JoinOptions{.divide_by_initial_world_size = true});
 //   for (const Batch& batch : my_batches) {      // each rank its own number of batches
@@ -17,10 +18,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <span>
 #include <string>
 
-#include "dist/parallel/distributed_data_parallel.hpp"
+#include "dist/parallel/joinable.hpp"
 
 namespace ddp {
 
@@ -59,16 +62,17 @@ struct JoinOptions {
 
 class Join {
  public:
-  // Every rank of ddp's group makes one, before its first forward of the loop. Registers
-  // with `ddp` (no collective): each forward of ddp with grad on then counts as one
-  // training iteration, and must be followed by its backward (and, for Flat and
-  // PerParameter, by average_gradients()). Between the constructor and finish(), only those
-  // may communicate: other collectives (check_in_sync, sync_buffers, the program's own)
-  // belong before the Join or after finish(), since a joined rank cannot shadow them. A
-  // model with SyncBatchNorm2d is refused for the same reason (its forward all-reduces).
-  // Every GradientSync works; no_sync() too, on the same iterations on every rank. One
-  // Join per DDP at a time; `ddp` must outlive it.
-  explicit Join(DistributedDataParallel& ddp, JoinOptions options = {});
+  // Every rank of the joinable's group makes one, before its first forward of the loop.
+  // Registers with `joinable` and takes its JoinHook (no collective). For a DDP: each
+  // forward with grad on then counts as one training iteration, and must be followed by
+  // its backward (and, for Flat and PerParameter, by average_gradients()). Between the
+  // constructor and finish(), only those may communicate: other collectives
+  // (check_in_sync, sync_buffers, the program's own) belong before the Join or after
+  // finish(), since a joined rank cannot shadow them. A model with SyncBatchNorm2d is
+  // refused for the same reason (its forward all-reduces). Every GradientSync works;
+  // no_sync() too, on the same iterations on every rank. One Join per Joinable at a time;
+  // `joinable` must outlive it (it cannot move: joinable.hpp).
+  explicit Join(Joinable& joinable, JoinOptions options = {});
   // Unregisters. Never communicates, never throws; a Join left without finish() outside
   // an exception says so on stderr (the other ranks will then time out waiting for it).
   ~Join();
@@ -76,11 +80,20 @@ class Join {
   Join& operator=(const Join&) = delete;
 
   // This rank has run out of batches. Shadows the other ranks' iterations (their count,
-  // buffer broadcast and gradient collectives, with zeros) until every rank has called
-  // finish(); then broadcasts the parameters and buffers from the highest rank among
-  // those that trained in the last iteration, so every replica ends equal. Unregisters:
-  // later forwards are plain DDP. Every wait has ddp's timeout; ddp::Error on failure.
+  // then the hook's main_hook: for DDP their buffer broadcast and gradient collectives,
+  // with zeros) until every rank has called finish(); then the hook's post_hook (DDP:
+  // broadcasts the parameters and buffers from the highest rank among those that trained
+  // in the last iteration, so every replica ends equal). Unregisters: later forwards are
+  // plain DDP. Every wait has the joinable's timeout; ddp::Error on failure.
   void finish();
+
+  // PyTorch's Join.notify_join_context: a joinable calls it at the start of each of its
+  // training iterations (DDP: forward with grad on). Outside a Join (or after finish()):
+  // nullopt, no collective. Inside: this rank's part of the count (it trains; its
+  // iteration all-reduces gradients or not, broadcasts buffers or not), and what the
+  // count says (Note [Counting who still trains] in join.cpp).
+  static std::optional<JoinRound> notify_join_context(Joinable& joinable, bool syncs_gradients,
+                                                      bool broadcasts_buffers);
 
   bool finished() const { return finished_; }
   // After finish(): how many of the others' iterations this rank shadowed (as the Join
@@ -91,15 +104,13 @@ class Join {
   const JoinOptions& options() const { return options_; }
 
  private:
-  friend class DistributedDataParallel;
-  // Called by ddp.forward (grad on) on a rank that still trains: its part of the count.
-  JoinRound notify_training(bool syncs_gradients, bool broadcasts_buffers);
   // The count all-reduce (Note [Counting who still trains]).
   JoinRound count(bool training, bool syncs_gradients, bool broadcasts_buffers);
   std::string who() const;  // "Join on rank 1/3 (host)"
 
-  DistributedDataParallel& ddp_;
+  Joinable& joinable_;
   JoinOptions options_;
+  std::unique_ptr<JoinHook> hook_;  // the joinable's, for this Join
   bool finished_ = false;
   std::int64_t shadowed_ = 0;
   int last_highest_ = -1;  // `highest` of the last round in which some rank trained

@@ -340,49 +340,6 @@ void Reducer::apply_divisor(Tensor& bucket) const {
   bucket.mul_(static_cast<float>(group_.size()) / static_cast<float>(divisor_));
 }
 
-// ---- Chapter 08: shadowing a backward (join.hpp) --------------------------------------
-
-// The collectives a training rank makes from prepare_for_backward to the end of
-// finish_backward, in its order (Note [Launch order]): the rebuild's broadcast (and
-// check), each bucket's hook launch, find_unused_parameters' all-reduce. Then the hook's
-// finish for each bucket, which a hook that keeps state per bucket needs as much as here.
-void Reducer::shadow_backward(bool sync, int divisor) {
-  DDP_CHECK(!broken_ && !(expecting_backward_ && callback_queued_), who(),
-            ": shadowing an iteration, but this rank's last backward did not finish its "
-            "reduction (it threw): the ranks are out of step\nhint: end the job");
-  check_divisor(divisor);
-  if (rebuild_due_) rebuild_from_arrival_order();
-  expecting_backward_ = false;  // a forward of this rank whose backward never came: dropped
-  arrival_order_.clear();       // a later rebuild must not take this rank's old order
-  if (!sync) return;
-  NoGradGuard no_grad;
-  try {
-    const Device device = buckets_[0].flat.device();
-    std::vector<Tensor> zero_buckets;  // alive until their collectives are waited for
-    std::vector<std::shared_ptr<Work>> works;
-    for (std::size_t b = 0; b < buckets_.size(); ++b) {
-      zero_buckets.push_back(zeros({buckets_[b].flat.numel()},
-                                   TensorOptions{.dtype = DType::Float32, .device = device}));
-      const ledger::Label label(detail::concat("shadow of bucket ", b));
-      works.push_back(hook_.launch(group_, zero_buckets.back()));
-    }
-    Tensor used;  // nobody here used anything: zeros
-    if (options_.find_unused_parameters) {
-      used = zeros({static_cast<std::int64_t>(parameters_.size())},
-                   TensorOptions{.dtype = DType::Int64, .device = device});
-      works.push_back(group_.all_reduce(used, ReduceOp::Sum));
-    }
-    for (std::size_t k = 0; k < works.size(); ++k) {
-      works[k]->wait(options_.timeout);
-      if (k < zero_buckets.size()) hook_.finish(group_, zero_buckets[k]);  // result unused
-    }
-  } catch (...) {
-    broken_ = true;  // a collective failed: the ranks are out of step for good
-    throw;
-  }
-  if (rebuilds_ == 0 && options_.rebuild_buckets) rebuild_due_ = true;  // as reduce_buckets
-}
-
 // The parameters whose AccumulateGrad the graph of `output` does not reach: backward will
 // never call their hooks. (PyTorch walks the graph the same way, at the same moment.)
 std::vector<std::size_t> Reducer::unused_in_graph(const Variable& output) const {

@@ -32,6 +32,7 @@
 #include "autograd/variable.hpp"
 #include "base/trace.hpp"
 #include "dist/parallel/cost_model.hpp"  // kMiB
+#include "dist/parallel/joinable.hpp"
 #include "dist/process_group.hpp"
 
 namespace ddp {
@@ -97,13 +98,6 @@ class Reducer {
   // except inside a Join (chapter 08; Note [A divisor per iteration] in reducer.cpp).
   void prepare_for_backward(const Variable& output, bool sync, int divisor);
 
-  // Chapter 08, on a rank that has joined (join.hpp): the collectives of one backward of
-  // the ranks still training, in the same order, with zeros from this rank: the bucket
-  // rebuild if one is due (it comes with their forward), then, if `sync`, every bucket
-  // through the comm hook (zeros of the bucket's size, in bucket order) and
-  // find_unused_parameters' all-reduce. This rank's gradients are left as they are.
-  void shadow_backward(bool sync, int divisor);
-
   // True once the last prepared backward has been averaged (or did not need to be).
   bool finished() const { return !expecting_backward_; }
 
@@ -122,7 +116,13 @@ class Reducer {
 
   void set_comm_hook(CommHook hook);
 
+  // Chapter 08 (reducer_join.cpp): the Reducer's part of DDP's JoinHook (joinable.hpp), the
+  // shadow of one backward on a rank that has joined. Valid while the Reducer lives.
+  std::unique_ptr<JoinHook> join_hook();
+
  private:
+  class ReducerJoinHook;  // chapter 08: reducer_join.cpp
+
   struct Bucket {
     std::vector<std::size_t> parameters;  // indices into parameters_, in the bucket's order
     std::vector<std::int64_t> offsets;    // where each one's gradient starts in `flat`

@@ -36,6 +36,7 @@
 #include "autograd/functions.hpp"
 #include "autograd/grad_mode.hpp"
 #include "dist/init.hpp"
+#include "dist/parallel/distributed_data_parallel.hpp"
 #include "dist/parallel/join.hpp"
 #include "nn/batch_norm2d.hpp"
 #include "nn/conv2d.hpp"

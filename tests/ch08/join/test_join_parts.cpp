@@ -1,14 +1,16 @@
 // Chapter 08's Join, one process: the arithmetic of the join count (read_join_round: who
 // trains, the buffer and final-sync roots, the divisor, ranks that disagree), and a Join on
 // a world of one (finish() with nothing to shadow; the registration rules; SyncBatchNorm2d
-// refused). The Join across ranks is join_main.cpp's.
+// refused; a Joinable that cannot move). The Join across ranks is join_main.cpp's.
 #include <catch2/catch.hpp>
 
 #include <cstdint>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "autograd/functions.hpp"
+#include "dist/parallel/distributed_data_parallel.hpp"
 #include "dist/parallel/join.hpp"
 #include "dist/parallel/sync_batch_norm.hpp"
 #include "dist/process_group_tcp.hpp"
@@ -95,6 +97,12 @@ TEST_CASE("read_join_round: every subset of 5 ranks, as the ranks would count it
 }
 
 using ddp::testing::world_of_one;  // a group of one rank: tests/support
+
+// A Join holds its Joinable, and the Joinable's hook holds the DDP, by reference: a DDP that
+// could move would leave them on the moved-from object. Joinable forbids it (joinable.hpp).
+static_assert(!std::is_move_constructible_v<DistributedDataParallel> &&
+                  !std::is_move_assignable_v<DistributedDataParallel>,
+              "a DistributedDataParallel must not move: a Join may hold it");
 
 TEST_CASE("a Join on a world of one: nothing to shadow, the model stays", "[join]") {
   auto group = world_of_one();
