@@ -277,7 +277,7 @@ class StreamRing {
   void stream(std::size_t bytes, std::size_t window) {
     if (out_ == nullptr || out_->size() < window) {  // page-aligned, as scratch_ in the tcp
       out_ = std::make_unique<ddp::PageBuffer>(window);  // group: Note [4K aliasing] in
-      in_ = std::make_unique<ddp::PageBuffer>(window);   // dist/process_group_tcp.cpp
+      in_ = std::make_unique<ddp::PageBuffer>(window);   // dist/pipelined_ring.cpp
       std::memset(out_->data(), 1, window);  // touched: no page faults while timed
       std::memset(in_->data(), 0, window);
     }

@@ -117,7 +117,7 @@ std::string LinkEmulation::describe() const {
 // L and the rate caps every link. k dependent steps of c bytes, one after the other,
 // cost k(L + c/B): for the ring all-reduce of S bytes over W ranks, 2(W-1) steps of S/W,
 // 2(W-1)·L + 2(W-1)/W·S/B, the model of chapter 07. The ring overlaps its steps (Note
-// [One stream] in process_group_tcp.cpp), so it can come in under that, but never under
+// [One stream] in pipelined_ring.cpp), so it can come in under that, but never under
 // max(kL + c/B, kc/B + L): the last chunk must cross k links, and each link carries
 // the whole stream. tests/ch07/tcp_link asserts that bound; bench/README.md compares.
 

@@ -1,6 +1,6 @@
 // The ring all-reduce in its plainest form: chapter 05's algorithm (Note [Ring schedule],
 // ring_schedule.hpp) with nothing else, for float32 sums. Read it first; the pipelined
-// ring that ProcessGroupTcp runs by default (process_group_tcp.cpp) does the same thing
+// ring that ProcessGroupTcp runs by default (pipelined_ring.cpp) does the same thing
 // faster, and chapter 05's page says what each of its changes buys.
 //
 // With DDP_TCP_RING=plain, ProcessGroupTcp runs its float32 sum and average all-reduces

@@ -11,6 +11,9 @@
 // through the plain ring of dist/plain_ring.hpp instead, to compare. CUDA tensors are staged through
 // host memory: this backend teaches the algorithm; nccl (process_group_nccl.hpp) is the
 // one for GPUs. No multiple rings, no trees, no compression.
+//
+// Defined in process_group_tcp.cpp (the queue, its thread, the collectives), and beside
+// it tcp_ring_connect.cpp, pipelined_ring.cpp (run_ring) and tcp_ring_failures.cpp.
 #pragma once
 
 #include <atomic>
@@ -88,13 +91,13 @@ class ProcessGroupTcp final : public ProcessGroup {
   static constexpr std::chrono::milliseconds kDrainPatience{250};
   // Received bytes of a reduce step land in a scratch buffer this big before they are
   // combined into the tensor: big enough that one recv() takes all that has arrived
-  // (see Note [Scratch size] in the .cpp for why that beats staying in cache).
+  // (see Note [Scratch size] in pipelined_ring.cpp for why that beats staying in cache).
   static constexpr std::size_t kScratchBytes = 4 << 20;
   // One send() passes on at most this much, so that a long send never keeps the loop
-  // from receiving for milliseconds (Note [Send slices] in the .cpp).
+  // from receiving for milliseconds (Note [Send slices] in pipelined_ring.cpp).
   static constexpr std::size_t kSendSliceBytes = 512 << 10;
   // All-reduces of S bytes with (size()-1)·S at most this take the path of fewer steps
-  // (Note [Small all-reduce] in the .cpp); its size() copies fit in scratch_.
+  // (Note [Small all-reduce] in process_group_tcp.cpp); its size() copies fit in scratch_.
   static constexpr std::size_t kSmallAllReduceBytes = 64 << 10;
   static_assert(2 * kSmallAllReduceBytes <= kScratchBytes);
   // Whether an all-reduce of `bytes` over `size` ranks takes that path.
@@ -103,7 +106,7 @@ class ProcessGroupTcp final : public ProcessGroup {
   }
   // How long a collective on that path retries its sockets before it sleeps in poll(),
   // and the communication thread looks for the next collective before it sleeps on the
-  // queue (Note [Spin, then sleep] in the .cpp).
+  // queue (Note [Spin, then sleep] in pipelined_ring.cpp).
   static constexpr std::chrono::microseconds kSpin{50};
 
  private:
@@ -117,14 +120,15 @@ class ProcessGroupTcp final : public ProcessGroup {
     std::function<void()> run;  // on the communication thread
   };
 
-  // ---- set-up and the queue ----
+  // ---- set-up (tcp_ring_connect.cpp) and the queue ----
   void connect_ring(Clock::time_point deadline);
+  void connect_right(Clock::time_point deadline);
+  void accept_left(const Socket& listener, Clock::time_point deadline);
   std::shared_ptr<Work> enqueue(std::string description, std::function<void()> run);
   void communication_loop();
-  void on_failure(const std::string& message);
 
   // ---- the collectives, on host memory, on the communication thread ----
-  // What one rank does in a ring collective (Note [One stream] in the .cpp): send
+  // What one rank does in a ring collective (Note [One stream] in pipelined_ring.cpp): send
   // `first`, receive `steps` in order (each reduced into its memory with `op`, or copied
   // over it), and pass on what it received, up to `send_total` elements in all.
   template <typename T>
@@ -156,16 +160,25 @@ class ProcessGroupTcp final : public ProcessGroup {
   template <typename T>
   void ring_reduce_scatter(T* data, std::int64_t n, ReduceOp op);
   void ring_broadcast(std::byte* data, std::size_t bytes, int root);
+
+  // ---- the engine under them (pipelined_ring.cpp) ----
+  // Runs one rank's part of `plan`; there for T = float, std::int64_t and std::byte.
   template <typename T>
   void run_ring(const RingPlan<T>& plan);
+  template <typename T>
+  class RingStreams;  // run_ring's two byte streams and the steps that move them
+  // The left neighbour's header (Note [Collective check]) differs from ours.
+  void check_header(const std::byte* theirs, const std::byte* ours) const;
+
+  // ---- failures (tcp_ring_failures.cpp) ----
+  // The first failure: the group is broken for good; a report for the others in the store.
+  void on_failure(const std::string& message);
   // How a neighbour let a step down: it closed the connection, or it fell silent.
   enum class PeerFault { Closed, Silent };
   [[noreturn]] void fail_peer(bool left, PeerFault fault, const std::string& what);
   // Whether the left neighbour closes its link within `patience`, reading (and dropping)
   // the bytes in front of its close. Only for a group that has failed.
   bool left_closes_within(std::chrono::milliseconds patience);
-  // The left neighbour's header (Note [Collective check]) differs from ours.
-  void check_header(const std::byte* theirs, const std::byte* ours) const;
   // The rank we receive from (left) or send to (right) on the ring.
   int neighbour(bool left) const { return (rank() + (left ? size() - 1 : 1)) % size(); }
   // "rank 2 (left neighbour of rank 3, 127.0.0.1:4711, node07, pid 4711)", for messages.
@@ -181,7 +194,7 @@ class ProcessGroupTcp final : public ProcessGroup {
   std::string right_process_;
   Socket left_;   // receive only: from rank - 1
   Socket right_;  // send only: to rank + 1
-  PageBuffer scratch_;  // page-aligned: Note [4K aliasing] in the .cpp
+  PageBuffer scratch_;  // page-aligned: Note [4K aliasing] in pipelined_ring.cpp
   std::unique_ptr<EmulatedLink> link_;  // to the right; null: the plain socket
   bool plain_ring_ = false;  // DDP_TCP_RING=plain: float32 sums take the plain ring
 

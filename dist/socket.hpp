@@ -83,7 +83,7 @@ class Socket {
 };
 
 // Memory to recv() into that starts on a page boundary. Where a receive buffer starts
-// can make recv() three times slower: see Note [4K aliasing] in process_group_tcp.cpp.
+// can make recv() three times slower: see Note [4K aliasing] in pipelined_ring.cpp.
 // (A std::vector of a few MiB starts 16 bytes past a page: the slow case.)
 class PageBuffer {
  public:

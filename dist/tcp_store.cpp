@@ -1,151 +1,40 @@
-// TCPStore (see tcp_store.hpp): the wire protocol, the server thread, the client calls.
+// TCPStore (see tcp_store.hpp), the client every rank talks to the store through, in
+// reading order: the constructor (rank 0 starts the server first), the job's headcount
+// (Notes [Claiming a rank] and [Joining the store]), and one request at a time on the
+// wire. Chapter 05. The bytes of each request are tcp_store_protocol.hpp's; the server
+// that answers them, on rank 0, is tcp_store_server.cpp.
 #include "dist/tcp_store.hpp"
 
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <atomic>
+#include <cerrno>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
-#include <iostream>
-#include <list>
-#include <map>
-#include <optional>
 #include <thread>
 
 #include "base/deadline.hpp"
-#include "dist/launch_env.hpp"  // process_label
 #include "base/error.hpp"
-#include "base/errno_text.hpp"
 #include "base/little_endian.hpp"
+#include "dist/launch_env.hpp"  // process_label
+#include "dist/tcp_store_protocol.hpp"
+#include "dist/tcp_store_server.hpp"
 
 namespace ddp {
 
-// Note [TCPStore wire protocol]
-// -----------------------------
-// Every integer is little-endian. str32 = u32 length + bytes (keys, tokens, messages);
-// str64 = u64 length + bytes (values, which may hold any bytes).
-//
-//   handshake  client -> server   u32 magic 0x53504444 ("DDPS")  u32 version (1)  str32 token
-//              server -> client   u8 status  str32 message ("" when accepted)
-//   request    client -> server   u8 op, then its arguments:
-//     SET 1          str32 key  str64 value                   -> OK
-//     GET 2          str32 key  u64 timeout_ms                -> OK str64 value | TIMEOUT
-//     ADD 3          str32 key  i64 delta                     -> OK i64 new value
-//     COMPARE_SET 4  str32 key  str64 expected  str64 desired -> OK str64 value now stored
-//     WAIT 5         u32 n  n x str32 key  u64 timeout_ms     -> OK | TIMEOUT
-//     CHECK 6        u32 n  n x str32 key                     -> OK u8 all exist
-//     DELETE 7       str32 key                                -> OK u8 existed
-//     NUM_KEYS 8                                              -> OK i64 count
-//   reply      server -> client   u8 status: OK 0 | TIMEOUT 1 (u32 n  n x str32 missing key)
-//                                 | ERROR 2 (str32 message)
-//
-// Bounds: key <= kMaxKeyBytes (4 KiB), value <= kMaxValueBytes (64 MiB), n <=
-// kMaxKeysPerRequest, token <= kMaxTokenBytes. A bad magic, version or token, an unknown
-// op or a length over its bound is a protocol violation: the server answers ERROR (the
-// client can print why) and closes that one connection. An ADD on a value that is not
-// an integer is an ERROR too, but the connection stays. GET and WAIT wait on the server
-// (Note [TCPStore server]); their timeout travels with the request. ADD keeps the number
-// as decimal text, so get() of a counter reads "3", as in PyTorch.
+// The protocol's names (tcp_store_protocol.hpp).
+using detail::put_str32;
+using detail::put_str64;
+using detail::put_u32;
+using detail::put_u64;
+using detail::put_u8;
+using detail::StoreOp;
+using detail::StoreStatus;
 
 namespace {
 
-constexpr std::uint32_t kMagic = 0x53504444;  // the bytes 'D' 'D' 'P' 'S' on the wire
-constexpr std::uint32_t kVersion = 1;
 // A reply may be late by the server's own timeout; on top of it we allow this much
 // before deciding the server itself is gone: as long as the timeout itself, between
 // 1 s (a quick question gets a quick verdict) and 10 s.
 constexpr std::chrono::milliseconds kMinReplyGrace{1000};
 constexpr std::chrono::milliseconds kReplyGrace{10000};
-// How long the server stops accepting after accept() failed (TCPStoreServer::accept_all).
-constexpr std::chrono::milliseconds kAcceptPause{100};
-// Note [Bounded buffers]. The largest request is a COMPARE_SET of two largest values.
-constexpr std::size_t kMaxRequestBytes =
-    1 + (4 + TCPStore::kMaxKeyBytes) + 2 * (8 + TCPStore::kMaxValueBytes);
-static_assert(kMaxRequestBytes >= 1 + 4 + TCPStore::kMaxKeysPerRequest *
-                                              (4 + TCPStore::kMaxKeyBytes) + 8,
-              "a WAIT on the most keys must fit too");
-constexpr std::size_t kMaxPendingReplyBytes = TCPStore::kMaxValueBytes;
-
-// Hello is the handshake (not a request op: its bytes are the handshake's own).
-enum class Op : std::uint8_t {
-  Hello = 0, Set, Get, Add, CompareSet, Wait, Check, Delete, NumKeys
-};
-enum class Status : std::uint8_t { Ok = 0, Timeout = 1, Error = 2 };
-
-// ---- Encoding ---------------------------------------------------------------------------
-
-// Integers: put_le and get_le (base/little_endian.hpp).
-void put_u8(std::string& out, std::uint8_t v) { out.push_back(static_cast<char>(v)); }
-void put_u32(std::string& out, std::uint32_t v) { put_le(out, v, 4); }
-void put_u64(std::string& out, std::uint64_t v) { put_le(out, v, 8); }
-void put_str32(std::string& out, const std::string& s) {
-  put_u32(out, static_cast<std::uint32_t>(s.size()));
-  out += s;
-}
-void put_str64(std::string& out, const std::string& s) {
-  put_u64(out, s.size());
-  out += s;
-}
-
-// Reads fields from the front of a buffer that may not hold the whole message yet.
-// Each read returns false when the bytes have not arrived (try again after the next
-// recv); a length over its bound sets `violation` (and returns false) at once, before
-// the server has buffered a single byte of the oversized field.
-struct Reader {
-  const std::string& buffer;
-  std::size_t pos;
-  std::string violation;
-
-  bool need(std::size_t n) const { return buffer.size() - pos >= n; }
-  bool u8(std::uint8_t& v) {
-    if (!need(1)) return false;
-    v = static_cast<std::uint8_t>(buffer[pos++]);
-    return true;
-  }
-  bool u32(std::uint32_t& v) {
-    if (!need(4)) return false;
-    v = static_cast<std::uint32_t>(get_le(&buffer[pos], 4));
-    pos += 4;
-    return true;
-  }
-  bool u64(std::uint64_t& v) {
-    if (!need(8)) return false;
-    v = get_le(&buffer[pos], 8);
-    pos += 8;
-    return true;
-  }
-  bool bytes(std::string& s, std::uint64_t n, std::uint64_t bound, const char* what) {
-    if (n > bound) {
-      violation = detail::concat(what, " of ", n, " bytes is over the limit of ", bound);
-      return false;
-    }
-    if (!need(n)) return false;
-    s.assign(buffer, pos, n);
-    pos += n;
-    return true;
-  }
-  bool str32(std::string& s, std::uint64_t bound, const char* what) {
-    std::uint32_t n = 0;
-    return u32(n) && bytes(s, n, bound, what);
-  }
-  bool str64(std::string& s, std::uint64_t bound, const char* what) {
-    std::uint64_t n = 0;
-    return u64(n) && bytes(s, n, bound, what);
-  }
-};
-
-std::optional<std::int64_t> parse_int(const std::string& text) {
-  if (text.empty()) return std::nullopt;
-  char* end = nullptr;
-  errno = 0;
-  const long long v = std::strtoll(text.c_str(), &end, 10);
-  if (errno != 0 || end != text.c_str() + text.size()) return std::nullopt;
-  return v;
-}
 
 bool is_loopback(const std::string& host) {
   return host == "localhost" || host.starts_with("127.") || host == "::1";
@@ -166,404 +55,11 @@ TCPStoreOptions TCPStoreOptions::for_rank(std::string host, int port, int rank,
   return o;
 }
 
-// ==== The server ========================================================================
-//
-// Note [TCPStore server]
-// ----------------------
-// One thread, one poll() over the listening socket, a wake-up socket (the destructor
-// writes to it) and every client. Why not a thread per client? The map then needs a
-// lock and every waiting GET a condition variable; here the map belongs to one thread
-// and a waiting GET is just data: the client's `waiter`, answered when a SET makes its
-// keys exist or its deadline passes (poll()'s timeout is the nearest deadline). A
-// store serves a few requests per rank at start-up, so one thread is never the limit.
-// Each client has an input buffer (requests are parsed when complete) and an output
-// buffer (flushed when the socket takes it): a slow or hostile client stalls no one.
-// Both are bounded (Note [Bounded buffers]).
-//
-// Note [Bounded buffers]
-// A client that sends requests faster than it reads the replies (hostile, or stuck in a
-// loop) must not make rank 0 buffer without end: a thousand pipelined GETs of a 64 MiB
-// value would be 64 GiB of replies. So the server reads from a client only while its
-// input holds less than the largest request (anything shorter may be an unfinished
-// request, which must be let in), and answers only while its output holds less than the
-// largest value. The rest waits in the client's socket, and TCP's flow control holds the
-// client back: per client, at most about two largest requests in and two replies out.
-
-class TCPStoreServer {
- public:
-  TCPStoreServer(Socket listener, std::string token)
-      : listener_(std::move(listener)), token_(std::move(token)) {
-    int fds[2];
-    DDP_CHECK(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, fds) == 0,
-              "socketpair() for the TCPStore server's wake-up failed");
-    wake_read_ = Socket(fds[0]);
-    wake_write_ = Socket(fds[1]);
-    thread_ = std::thread([this] { serve(); });
-  }
-
-  ~TCPStoreServer() {
-    stop_ = true;
-    const char byte = 1;
-    (void)wake_write_.send_some(&byte, 1);
-    thread_.join();
-  }
-
-  int port() const { return listener_.local_port(); }
-
- private:
-  using Clock = Socket::Clock;
-
-  struct Waiter {
-    Op op;                          // Get or Wait
-    std::vector<std::string> keys;  // one for Get
-    Clock::time_point deadline;
-  };
-  struct Client {
-    Socket socket;
-    std::string peer;
-    bool greeted = false;
-    bool closing = false;  // a violation: close once `out` has gone
-    std::string in;
-    std::string out;             // replies; the first `out_sent` bytes have gone
-    std::size_t out_sent = 0;
-    std::optional<Waiter> waiter;
-
-    std::size_t unsent() const { return out.size() - out_sent; }
-    // Note [Bounded buffers]
-    bool wants_input() const { return !closing && in.size() < kMaxRequestBytes; }
-    bool may_answer() const { return unsent() < kMaxPendingReplyBytes; }
-  };
-
-  void serve();
-  void accept_all();
-  void read_from(Client& client);
-  void flush(Client& client);
-  bool handle_requests(Client& client);
-  bool handshake(Client& client, Reader& r);
-  bool request(Client& client, Reader& r);
-  void violation(Client& client, const std::string& message);
-  void answer_waiters(bool expire);
-  bool try_answer(Client& client, bool expire);
-
-  static void reply_error(Client& client, const std::string& message) {
-    put_u8(client.out, static_cast<std::uint8_t>(Status::Error));
-    put_str32(client.out, message);
-  }
-
-  Socket listener_;
-  std::string token_;
-  Socket wake_read_;
-  Socket wake_write_;
-  std::atomic<bool> stop_ = false;
-  // accept() failed (out of file descriptors, say): new connections wait until then.
-  Clock::time_point accept_paused_until_{};
-  std::list<Client> clients_;  // a list: pointers stay valid while others come and go
-  std::map<std::string, std::string> data_;
-  std::thread thread_;
-};
-
-void TCPStoreServer::serve() {
-  std::vector<pollfd> fds;
-  while (!stop_) {
-    fds.clear();
-    fds.push_back({wake_read_.fd(), POLLIN, 0});
-    auto next_deadline = Clock::time_point::max();
-    const bool accepting = Clock::now() >= accept_paused_until_;
-    fds.push_back({accepting ? listener_.fd() : -1, POLLIN, 0});  // poll() skips fd -1
-    if (!accepting) next_deadline = accept_paused_until_;
-    for (Client& c : clients_) {
-      short events = c.wants_input() ? POLLIN : 0;
-      if (c.unsent() > 0) events |= POLLOUT;
-      fds.push_back({c.socket.fd(), events, 0});
-      if (c.waiter) next_deadline = std::min(next_deadline, c.waiter->deadline);
-    }
-    const int timeout =
-        next_deadline == Clock::time_point::max() ? -1 : remaining_ms(next_deadline);
-    if (::poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR) {
-      std::cerr << "ddp: TCPStore server: poll() failed: " << errno_text() << "\n";
-      return;
-    }
-    if (fds[0].revents != 0) continue;  // the destructor: stop_ is set
-    if (fds[1].revents != 0) accept_all();
-    std::size_t i = 2;
-    for (Client& c : clients_) {
-      if (i >= fds.size()) break;  // accepted this round: polled next round
-      const short ev = fds[i++].revents;
-      if ((ev & (POLLHUP | POLLERR)) && !c.wants_input()) {
-        c.socket.close();  // gone while not read from: nothing to wait for (no spinning)
-      } else if (ev & (POLLIN | POLLHUP | POLLERR)) {
-        read_from(c);
-      }
-      if (c.unsent() > 0) flush(c);
-    }
-    answer_waiters(/*expire=*/true);
-    for (Client& c : clients_) {
-      // Answer, send what the socket takes, and answer again while that made room: when
-      // the socket takes it all, no POLLOUT would ever come back to wake us for the rest.
-      while (handle_requests(c)) {
-        flush(c);
-        if (!c.may_answer()) break;  // the socket is full: POLLOUT brings us back
-      }
-      if (c.unsent() > 0) flush(c);
-    }
-    clients_.remove_if([](const Client& c) {
-      return !c.socket.valid() || (c.closing && c.unsent() == 0);
-    });
-  }
-}
-
-// An accept() that fails (EMFILE: the process is out of file descriptors, as rank 0 of
-// a job of ~1000 ranks is under the usual limit of 1024) must not end the server thread,
-// which would end rank 0: the store keeps serving the clients it has, and tries new ones
-// again after kAcceptPause (the listener stays readable: retrying at once would spin).
-void TCPStoreServer::accept_all() {
-  for (;;) {
-    Socket s;
-    try {
-      s = listener_.accept(Clock::now());
-    } catch (const Error& e) {
-      const std::string what = e.what();
-      std::cerr << "ddp: TCPStore server: " << what.substr(0, what.find('\n'))
-                << "; new connections wait " << kAcceptPause.count() << " ms (serving "
-                << clients_.size() << " clients; if this repeats, raise `ulimit -n`)\n";
-      accept_paused_until_ = Clock::now() + kAcceptPause;
-      return;
-    }
-    if (!s.valid()) return;
-    Client& c = clients_.emplace_back();
-    c.peer = s.peer_name();
-    c.socket = std::move(s);
-  }
-}
-
-void TCPStoreServer::read_from(Client& client) {
-  char buffer[256 * 1024];
-  while (client.wants_input()) {
-    const Socket::IoResult r = client.socket.recv_some(buffer, sizeof buffer);
-    if (r.status == Socket::IoStatus::Ok && r.bytes > 0) {
-      client.in.append(buffer, r.bytes);
-      if (r.bytes < sizeof buffer) return;
-    } else if (r.status == Socket::IoStatus::WouldBlock) {
-      return;
-    } else {
-      client.socket.close();  // the client left (or broke): forget it
-      return;
-    }
-  }
-}
-
-void TCPStoreServer::flush(Client& client) {
-  while (client.socket.valid() && client.unsent() > 0) {
-    const Socket::IoResult r =
-        client.socket.send_some(client.out.data() + client.out_sent, client.unsent());
-    if (r.status == Socket::IoStatus::Ok) {
-      client.out_sent += r.bytes;
-    } else if (r.status == Socket::IoStatus::WouldBlock) {
-      break;
-    } else {
-      client.socket.close();
-    }
-  }
-  // Drop what has gone once it is at least half the buffer: each byte moves at most
-  // once more, instead of erasing the front of a 64 MiB reply after every send.
-  if (client.out_sent > 0 && client.out_sent >= client.unsent()) {
-    client.out.erase(0, client.out_sent);
-    client.out_sent = 0;
-  }
-}
-
-void TCPStoreServer::violation(Client& client, const std::string& message) {
-  std::cerr << "ddp: TCPStore server on port " << port() << ": closing the connection from "
-            << client.peer << ": " << message << "\n";
-  reply_error(client, message);
-  client.closing = true;
-  client.in.clear();
-}
-
-// Parses and answers every complete request in the client's input buffer, in order.
-// A client whose GET or WAIT is waiting gets no further requests read until answered,
-// nor one that has not taken its replies yet (Note [Bounded buffers]): then it returns
-// true, requests are left and only sending makes room for their answers.
-bool TCPStoreServer::handle_requests(Client& client) {
-  while (client.socket.valid() && !client.closing && !client.waiter && !client.in.empty()) {
-    if (!client.may_answer()) return true;
-    Reader r{client.in, 0, {}};
-    const bool complete = client.greeted ? request(client, r) : handshake(client, r);
-    if (!r.violation.empty()) {
-      violation(client, r.violation);
-      return false;
-    }
-    if (!complete) return false;  // the rest has not arrived yet
-    client.in.erase(0, r.pos);
-  }
-  return false;
-}
-
-bool TCPStoreServer::handshake(Client& client, Reader& r) {
-  std::uint32_t magic = 0;
-  std::uint32_t version = 0;
-  if (!r.u32(magic)) return false;
-  if (magic != kMagic) {
-    r.violation = "not a ddp TCPStore client (bad magic number)";
-    return false;
-  }
-  std::string token;
-  if (!r.u32(version) || !r.str32(token, TCPStore::kMaxTokenBytes, "job token")) return false;
-  if (version != kVersion) {
-    r.violation = detail::concat("protocol version ", version, ", this server speaks ", kVersion);
-  } else if (token != token_) {
-    r.violation = detail::concat("job token mismatch (server's is '", token_, "', client's is '",
-                                 token, "'): the client belongs to another job");
-  } else {
-    client.greeted = true;
-    put_u8(client.out, static_cast<std::uint8_t>(Status::Ok));
-    put_str32(client.out, "");
-    return true;
-  }
-  return false;
-}
-
-bool TCPStoreServer::request(Client& client, Reader& r) {
-  constexpr auto kKey = TCPStore::kMaxKeyBytes;
-  constexpr auto kValue = TCPStore::kMaxValueBytes;
-  std::uint8_t op_byte = 0;
-  if (!r.u8(op_byte)) return false;
-  const auto op = static_cast<Op>(op_byte);
-  std::string key;
-  std::string& out = client.out;
-  auto ok = [&out] { put_u8(out, static_cast<std::uint8_t>(Status::Ok)); };
-  auto read_keys = [&r](std::vector<std::string>& keys) {
-    std::uint32_t n = 0;
-    if (!r.u32(n)) return false;
-    if (n > TCPStore::kMaxKeysPerRequest) {
-      r.violation = detail::concat(n, " keys in one request, over the limit of ",
-                                   TCPStore::kMaxKeysPerRequest);
-      return false;
-    }
-    keys.resize(n);
-    for (auto& k : keys) {
-      if (!r.str32(k, kKey, "key")) return false;
-    }
-    return true;
-  };
-  switch (op) {
-    case Op::Set: {
-      std::string value;
-      if (!r.str32(key, kKey, "key") || !r.str64(value, kValue, "value")) return false;
-      data_[key] = std::move(value);
-      ok();
-      answer_waiters(/*expire=*/false);
-      return true;
-    }
-    case Op::Get:
-    case Op::Wait: {
-      std::vector<std::string> keys;
-      std::uint64_t timeout_ms = 0;
-      if (op == Op::Get) {
-        keys.resize(1);
-        if (!r.str32(keys[0], kKey, "key")) return false;
-      } else if (!read_keys(keys)) {
-        return false;
-      }
-      if (!r.u64(timeout_ms)) return false;
-      timeout_ms = std::min<std::uint64_t>(timeout_ms, 365ull * 24 * 3600 * 1000);
-      client.waiter = Waiter{op, std::move(keys),
-                             Clock::now() + std::chrono::milliseconds(timeout_ms)};
-      try_answer(client, /*expire=*/false);
-      return true;
-    }
-    case Op::Add: {
-      std::uint64_t delta = 0;
-      if (!r.str32(key, kKey, "key") || !r.u64(delta)) return false;
-      auto it = data_.find(key);
-      std::optional<std::int64_t> current = it == data_.end() ? 0 : parse_int(it->second);
-      if (!current) {
-        reply_error(client, detail::concat("add(\"", key, "\") on a value that is not an integer"));
-        return true;
-      }
-      // Wraps like two's complement instead of overflowing (undefined for signed).
-      const auto sum = static_cast<std::int64_t>(static_cast<std::uint64_t>(*current) + delta);
-      data_[key] = std::to_string(sum);
-      ok();
-      put_u64(out, static_cast<std::uint64_t>(sum));
-      answer_waiters(/*expire=*/false);
-      return true;
-    }
-    case Op::CompareSet: {
-      std::string expected;
-      std::string desired;
-      if (!r.str32(key, kKey, "key") || !r.str64(expected, kValue, "value") ||
-          !r.str64(desired, kValue, "value")) {
-        return false;
-      }
-      auto it = data_.find(key);
-      const bool swap = it == data_.end() ? expected.empty() : it->second == expected;
-      if (swap) data_[key] = std::move(desired);
-      it = data_.find(key);
-      ok();
-      put_str64(out, it == data_.end() ? std::string() : it->second);
-      if (swap) answer_waiters(/*expire=*/false);
-      return true;
-    }
-    case Op::Check: {
-      std::vector<std::string> keys;
-      if (!read_keys(keys)) return false;
-      const bool all = std::all_of(keys.begin(), keys.end(),
-                                   [this](const std::string& k) { return data_.contains(k); });
-      ok();
-      put_u8(out, all ? 1 : 0);
-      return true;
-    }
-    case Op::Delete: {
-      if (!r.str32(key, kKey, "key")) return false;
-      const bool existed = data_.erase(key) > 0;
-      ok();
-      put_u8(out, existed ? 1 : 0);
-      return true;
-    }
-    case Op::NumKeys:
-      ok();
-      put_u64(out, data_.size());
-      return true;
-    case Op::Hello: break;
-  }
-  r.violation = detail::concat("unknown request op ", int(op_byte));
-  return false;
-}
-
-void TCPStoreServer::answer_waiters(bool expire) {
-  for (Client& c : clients_) {
-    if (c.waiter) try_answer(c, expire);
-  }
-}
-
-// Answers a waiting GET/WAIT when its keys exist, or (with `expire`) when its deadline
-// has passed. Returns whether it was answered.
-bool TCPStoreServer::try_answer(Client& client, bool expire) {
-  Waiter& w = *client.waiter;
-  std::vector<std::string> missing;
-  for (const auto& k : w.keys) {
-    if (!data_.contains(k)) missing.push_back(k);
-  }
-  if (missing.empty()) {
-    put_u8(client.out, static_cast<std::uint8_t>(Status::Ok));
-    if (w.op == Op::Get) put_str64(client.out, data_.at(w.keys[0]));
-  } else if (expire && Clock::now() >= w.deadline) {
-    put_u8(client.out, static_cast<std::uint8_t>(Status::Timeout));
-    put_u32(client.out, static_cast<std::uint32_t>(missing.size()));
-    for (const auto& k : missing) put_str32(client.out, k);
-  } else {
-    return false;
-  }
-  client.waiter.reset();
-  return true;
-}
-
 // ==== The client ========================================================================
 
 class TCPStore::Request {
  public:
-  explicit Request(Op op) : op_(op) { put_u8(bytes_, static_cast<std::uint8_t>(op)); }
+  explicit Request(StoreOp op) : op_(op) { put_u8(bytes_, static_cast<std::uint8_t>(op)); }
   Request& str32(const std::string& s) { put_str32(bytes_, s); return *this; }
   Request& str64(const std::string& s) { put_str64(bytes_, s); return *this; }
   Request& u64(std::uint64_t v) { put_u64(bytes_, v); return *this; }
@@ -574,18 +70,18 @@ class TCPStore::Request {
   }
   // The handshake: magic, version, token (no op byte).
   static Request hello(const std::string& token) {
-    Request r(Op::Hello);
+    Request r(StoreOp::Hello);
     r.bytes_.clear();
-    put_u32(r.bytes_, kMagic);
-    put_u32(r.bytes_, kVersion);
+    put_u32(r.bytes_, detail::kStoreMagic);
+    put_u32(r.bytes_, detail::kStoreVersion);
     put_str32(r.bytes_, token);
     return r;
   }
-  Op op() const { return op_; }
+  StoreOp op() const { return op_; }
   const std::string& bytes() const { return bytes_; }
 
  private:
-  Op op_;
+  StoreOp op_;
   std::string bytes_;
 };
 
@@ -769,7 +265,7 @@ TCPStore::Reply TCPStore::round_trip(const Request& request,
   const auto deadline =
       deadline_after(std::min(reply_timeout, kNoDeadline) +
                      std::clamp(reply_timeout, kMinReplyGrace, kReplyGrace));
-  const Op op = request.op();
+  const StoreOp op = request.op();
   Reply reply;
   std::string server_error;
   try {
@@ -791,26 +287,26 @@ TCPStore::Reply TCPStore::round_trip(const Request& request,
       return s;
     };
     const std::uint8_t status = read_u8();
-    if (status == static_cast<std::uint8_t>(Status::Error)) {
+    if (status == static_cast<std::uint8_t>(StoreStatus::Error)) {
       server_error = read_bytes(read_uint(4));
-    } else if (status == static_cast<std::uint8_t>(Status::Timeout)) {
+    } else if (status == static_cast<std::uint8_t>(StoreStatus::Timeout)) {
       const auto n = read_uint(4);
       DDP_CHECK(n <= kMaxKeysPerRequest, where(), ": malformed TIMEOUT reply");
       for (std::uint64_t i = 0; i < n; ++i) reply.missing.push_back(read_bytes(read_uint(4)));
       reply.timed_out = true;
     } else {
-      DDP_CHECK(status == static_cast<std::uint8_t>(Status::Ok), where(),
+      DDP_CHECK(status == static_cast<std::uint8_t>(StoreStatus::Ok), where(),
                 ": bad reply status ", int(status));
       switch (op) {
-        case Op::Hello: reply.bytes = read_bytes(read_uint(4)); break;
-        case Op::Get:
-        case Op::CompareSet: reply.bytes = read_bytes(read_uint(8)); break;
-        case Op::Add:
-        case Op::NumKeys: reply.number = static_cast<std::int64_t>(read_uint(8)); break;
-        case Op::Check:
-        case Op::Delete: reply.number = read_u8(); break;
-        case Op::Set:
-        case Op::Wait: break;
+        case StoreOp::Hello: reply.bytes = read_bytes(read_uint(4)); break;
+        case StoreOp::Get:
+        case StoreOp::CompareSet: reply.bytes = read_bytes(read_uint(8)); break;
+        case StoreOp::Add:
+        case StoreOp::NumKeys: reply.number = static_cast<std::int64_t>(read_uint(8)); break;
+        case StoreOp::Check:
+        case StoreOp::Delete: reply.number = read_u8(); break;
+        case StoreOp::Set:
+        case StoreOp::Wait: break;
       }
     }
   } catch (const Error&) {
@@ -837,13 +333,13 @@ void TCPStore::set(const std::string& key, const std::string& value,
   check_key(key);
   DDP_CHECK(value.size() <= kMaxValueBytes, "store value for \"", key, "\" of ", value.size(),
             " bytes; at most ", kMaxValueBytes, "\nhint: the store is for rendezvous, not data");
-  round_trip(Request(Op::Set).str32(key).str64(value), timeout);
+  round_trip(Request(StoreOp::Set).str32(key).str64(value), timeout);
 }
 
 std::string TCPStore::get(const std::string& key, std::chrono::milliseconds timeout) {
   check_key(key);
   const auto ms = static_cast<std::uint64_t>(std::max<std::int64_t>(timeout.count(), 0));
-  Reply reply = round_trip(Request(Op::Get).str32(key).u64(ms), timeout);
+  Reply reply = round_trip(Request(StoreOp::Get).str32(key).u64(ms), timeout);
   DDP_CHECK(!reply.timed_out, where(), ": get(\"", key, "\") timed out after ", timeout.count(),
             " ms: key \"", key, "\" was never set\n",
             "hint: the rank that sets it may have died, be slow, or use another key name");
@@ -852,7 +348,7 @@ std::string TCPStore::get(const std::string& key, std::chrono::milliseconds time
 
 std::int64_t TCPStore::add(const std::string& key, std::int64_t delta) {
   check_key(key);
-  return round_trip(Request(Op::Add).str32(key).u64(static_cast<std::uint64_t>(delta)),
+  return round_trip(Request(StoreOp::Add).str32(key).u64(static_cast<std::uint64_t>(delta)),
                     timeout())
       .number;
 }
@@ -862,7 +358,7 @@ std::string TCPStore::compare_set(const std::string& key, const std::string& exp
   check_key(key);
   DDP_CHECK(expected.size() <= kMaxValueBytes && desired.size() <= kMaxValueBytes,
             "compare_set(\"", key, "\"): value over ", kMaxValueBytes, " bytes");
-  return round_trip(Request(Op::CompareSet).str32(key).str64(expected).str64(desired),
+  return round_trip(Request(StoreOp::CompareSet).str32(key).str64(expected).str64(desired),
                     timeout())
       .bytes;
 }
@@ -872,7 +368,7 @@ void TCPStore::wait(const std::vector<std::string>& keys, std::chrono::milliseco
             kMaxKeysPerRequest);
   for (const auto& k : keys) check_key(k);
   const auto ms = static_cast<std::uint64_t>(std::max<std::int64_t>(timeout.count(), 0));
-  const Reply reply = round_trip(Request(Op::Wait).keys(keys).u64(ms), timeout);
+  const Reply reply = round_trip(Request(StoreOp::Wait).keys(keys).u64(ms), timeout);
   DDP_CHECK(!reply.timed_out, where(), ": wait() timed out after ", timeout.count(),
             " ms; still missing: ", join(reply.missing), "\n",
             "hint: the ranks that set them may have died, be slow, or use other key names");
@@ -882,14 +378,16 @@ bool TCPStore::check(const std::vector<std::string>& keys) {
   DDP_CHECK(keys.size() <= kMaxKeysPerRequest, "check() on ", keys.size(), " keys; at most ",
             kMaxKeysPerRequest);
   for (const auto& k : keys) check_key(k);
-  return round_trip(Request(Op::Check).keys(keys), timeout()).number != 0;
+  return round_trip(Request(StoreOp::Check).keys(keys), timeout()).number != 0;
 }
 
 bool TCPStore::delete_key(const std::string& key) {
   check_key(key);
-  return round_trip(Request(Op::Delete).str32(key), timeout()).number != 0;
+  return round_trip(Request(StoreOp::Delete).str32(key), timeout()).number != 0;
 }
 
-std::int64_t TCPStore::num_keys() { return round_trip(Request(Op::NumKeys), timeout()).number; }
+std::int64_t TCPStore::num_keys() {
+  return round_trip(Request(StoreOp::NumKeys), timeout()).number;
+}
 
 }  // namespace ddp

@@ -2,10 +2,11 @@
 //
 // Rank 0 (is_server) runs the server on a thread of its own and then, like every other
 // rank, talks to it as a client through a socket: one code path for all ranks. The
-// server is one thread polling every connection (Note [TCPStore server]); the bytes on
-// the wire are Note [TCPStore wire protocol] in tcp_store.cpp. Not a database: keys and
-// values live in rank 0's memory and die with it; values are small (rendezvous
-// addresses, NCCL ids, counters), at most kMaxValueBytes.
+// server is one thread polling every connection (Note [TCPStore server] in
+// tcp_store_server.cpp); the bytes on the wire are Note [TCPStore wire protocol] in
+// tcp_store_protocol.hpp. Not a database: keys and values live in rank 0's memory and die
+// with it; values are small (rendezvous addresses, NCCL ids, counters), at most
+// kMaxValueBytes.
 #pragma once
 
 #include <chrono>
@@ -20,7 +21,7 @@
 
 namespace ddp {
 
-class TCPStoreServer;  // tcp_store.cpp
+class TCPStoreServer;  // tcp_store_server.hpp
 
 struct TCPStoreOptions {
   std::string host = "127.0.0.1";  // where the server is (clients connect here)

@@ -54,7 +54,7 @@ TCPStoreOptions client_options(int port, std::string token = "") {
   return o;
 }
 
-// Little-endian frame pieces, written out independently of tcp_store.cpp.
+// Little-endian frame pieces, written out independently of tcp_store_protocol.cpp.
 void put_le(std::string& out, std::uint64_t v, int bytes) {
   for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
 }
@@ -311,7 +311,7 @@ TEST_CASE("TCPStore survives random bytes from a stranger", "[ch05][store]") {
   TCPStore server(server_options());
   TCPStore client(client_options(server.port()));
   std::mt19937 rng(5);
-  // The handshake of the protocol (tcp_store.cpp), written out by hand: magic "DDPS",
+  // The handshake of the protocol (tcp_store_protocol.hpp), written out by hand: magic "DDPS",
   // version 1, an empty token, little-endian. Odd rounds send it first, so that their
   // random bytes reach the request parser instead of failing the magic number.
   const std::string handshake("DDPS\x01\0\0\0\0\0\0\0", 12);
