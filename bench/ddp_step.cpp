@@ -188,8 +188,8 @@ int main(int argc, char** argv) {
         const trace::Mark mark = trace::mark();
         const double start = now_seconds();
         m.sgd->zero_grad();
-        std::optional<DistributedDataParallel::NoSyncGuard> local;
-        if (!m.sync) local.emplace(*m.ddp);
+        std::unique_ptr<NoSyncGuard> local;  // the guard cannot move: made in place
+        if (!m.sync) local.reset(new NoSyncGuard(m.ddp->no_sync()));
         Variable loss = cross_entropy((*m.ddp)(Variable(batch.images)), batch.labels);
         const double forward_end = now_seconds();
         loss.backward();                         // the Reducer averages in here

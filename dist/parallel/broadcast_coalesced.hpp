@@ -1,6 +1,6 @@
 // broadcast_coalesced: many tensors from one rank to all in one collective, and the
-// module's buffers that way. Chapter 06 (DDP's start and its buffer sync); chapter 09's
-// sharded wrappers use the same.
+// module's buffers that way; NoSyncGuard, gradient accumulation's switch. Chapter 06 (DDP's
+// start, its buffer sync, no_sync); chapter 09's sharded wrappers use the same.
 #pragma once
 
 #include <chrono>

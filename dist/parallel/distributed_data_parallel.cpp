@@ -39,7 +39,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   NoGradGuard no_grad;
   std::vector<Tensor> values;
   for (const auto& [name, p] : parameters_) values.push_back(p.data());
-  broadcast_coalesced(values, /*root=*/0);
+  broadcast_coalesced(group_, values, /*root=*/0, options_.timeout);
   sync_buffers();
   if (options_.gradient_sync == GradientSync::Bucketed) {
     ReducerOptions reducer = options_.reducer;
@@ -73,12 +73,12 @@ Variable DistributedDataParallel::forward(const Variable& x) {
   return output;
 }
 
-DistributedDataParallel::NoSyncGuard DistributedDataParallel::no_sync() {
+NoSyncGuard DistributedDataParallel::no_sync() {
   DDP_CHECK(reducer_ != nullptr,
             "DistributedDataParallel::no_sync needs the bucketed "
             "gradient sync (the Reducer); this DDP averages with ",
             to_string(options_.gradient_sync));
-  return NoSyncGuard(*this);
+  return NoSyncGuard(require_sync_);
 }
 
 Reducer& DistributedDataParallel::reducer() const {
@@ -90,34 +90,7 @@ Reducer& DistributedDataParallel::reducer() const {
 void DistributedDataParallel::sync_buffers() { sync_buffers_from(/*root=*/0); }
 
 void DistributedDataParallel::sync_buffers_from(int root) {
-  NoGradGuard no_grad;
-  std::vector<Tensor> floats, int64s;
-  for (const auto& [name, b] : module_->named_buffers()) {
-    (b.dtype() == DType::Int64 ? int64s : floats).push_back(b);
-  }
-  broadcast_coalesced(floats, root);
-  broadcast_coalesced(int64s, root);
-}
-
-void DistributedDataParallel::broadcast_coalesced(const std::vector<Tensor>& tensors, int root) {
-  // One collective for all of them (PyTorch coalesces too): the buffers of the ResNet are
-  // 18 small tensors, and 18 broadcasts would pay 18 latencies per step.
-  if (tensors.empty()) return;
-  std::int64_t total = 0;
-  for (const Tensor& t : tensors) total += t.numel();
-  Tensor flat =
-      empty({total}, TensorOptions{.dtype = tensors[0].dtype(), .device = tensors[0].device()});
-  std::int64_t offset = 0;
-  for (const Tensor& t : tensors) {
-    flat.narrow(0, offset, t.numel()).view(t.shape()).copy_(t);
-    offset += t.numel();
-  }
-  group_.broadcast(flat, root)->wait(options_.timeout);
-  offset = 0;
-  for (Tensor t : tensors) {  // a handle: copy_ writes into the module's storage
-    t.copy_(flat.narrow(0, offset, t.numel()).view(t.shape()));
-    offset += t.numel();
-  }
+  broadcast_buffers(*module_, group_, root, options_.timeout);
 }
 
 // ---- Gradients: the average over ranks -----------------------------------------------

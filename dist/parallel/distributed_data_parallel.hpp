@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "dist/parallel/joinable.hpp"
+#include "dist/parallel/broadcast_coalesced.hpp"  // NoSyncGuard
 #include "dist/parallel/reducer.hpp"
 #include "dist/process_group.hpp"
 #include "nn/module.hpp"
@@ -86,19 +87,6 @@ class DistributedDataParallel : public Joinable {
   // the divisor is the one counted at the synchronising forward (join.hpp).
   //   { auto guard = ddp.no_sync(); for k < K-1: backward(loss_k / K); }
   //   backward(loss_{K-1} / K);  // averages the K micro-batches' gradients over the ranks
-  class NoSyncGuard {
-   public:
-    explicit NoSyncGuard(DistributedDataParallel& ddp) : ddp_(ddp), before_(ddp.require_sync_) {
-      ddp_.require_sync_ = false;
-    }
-    ~NoSyncGuard() { ddp_.require_sync_ = before_; }  // nested guards: the outer one still holds
-    NoSyncGuard(const NoSyncGuard&) = delete;
-    NoSyncGuard& operator=(const NoSyncGuard&) = delete;
-
-   private:
-    DistributedDataParallel& ddp_;
-    bool before_;
-  };
   [[nodiscard]] NoSyncGuard no_sync();
 
   // The Reducer (Bucketed only; ddp::Error otherwise).
@@ -135,8 +123,6 @@ class DistributedDataParallel : public Joinable {
   // The two versions of average_gradients().
   void average_each_parameter(const std::vector<Tensor>& grads);
   void average_flattened(const std::vector<Tensor>& grads);
-  // Broadcasts `tensors` from `root`, all of one dtype, through one flat buffer.
-  void broadcast_coalesced(const std::vector<Tensor>& tensors, int root);
 
   std::shared_ptr<nn::Module> module_;
   ProcessGroup& group_;

@@ -93,7 +93,7 @@ void DistributedDataParallel::DDPJoinHook::post_hook(int final_root) {
   NoGradGuard no_grad;
   std::vector<Tensor> values;
   for (const auto& [name, p] : ddp_.parameters_) values.push_back(p.data());
-  ddp_.broadcast_coalesced(values, final_root);
+  broadcast_coalesced(ddp_.group_, values, final_root, ddp_.options_.timeout);
   ddp_.sync_buffers_from(final_root);
   if (reducer_hook_) reducer_hook_->post_hook(final_root);
 }
