@@ -21,6 +21,7 @@
 #include "base/error.hpp"
 #include "base/errno_text.hpp"
 #include "base/little_endian.hpp"
+#include "base/who.hpp"  // name_ranks
 
 namespace ddp {
 
@@ -729,16 +730,14 @@ void TCPStore::join_job() {
                "\nhint: every rank must see the same WORLD_SIZE / SLURM_NTASKS / -np");
     }
     if (Clock::now() >= deadline) {
-      std::string missing;
+      std::vector<int> missing;
       for (int r = 0; options_.rank >= 0 && r < options_.world_size; ++r) {
-        if (!check({"__ddp/store/present/" + std::to_string(r)})) {
-          missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-        }
+        if (!check({"__ddp/store/present/" + std::to_string(r)})) missing.push_back(r);
       }
       DDP_FAIL("only ", get("__ddp/store/joined", std::chrono::milliseconds(0)), " of ",
                options_.world_size, " ranks connected to the store at ",
                format_address(options_.host, port_), " within ", options_.timeout.count(),
-               " ms", missing.empty() ? "" : "; missing: rank(s) " + missing, "\n",
+               " ms", missing.empty() ? "" : "; missing: " + name_ranks(missing), "\n",
                "hint: did every rank start, with the same MASTER_ADDR/MASTER_PORT?");
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));

@@ -10,7 +10,6 @@
 #include <exception>
 
 #include "autograd/grad_mode.hpp"
-#include "dist/launch_env.hpp"
 #include "dist/parallel/sync_batch_norm.hpp"
 #include "base/error.hpp"
 
@@ -122,8 +121,7 @@ void Join::finish() {
 }
 
 std::string Join::who() const {
-  const ProcessGroup& group = ddp_.process_group();
-  return detail::concat("Join on rank ", group.rank(), "/", group.size(), " (", host_name(), ")");
+  return ddp_.process_group().who("Join");
 }
 
 }  // namespace ddp

@@ -96,7 +96,7 @@ class Join {
   JoinRound notify_training(bool syncs_gradients, bool broadcasts_buffers);
   // The count all-reduce (Note [Counting who still trains]).
   JoinRound count(bool training, bool syncs_gradients, bool broadcasts_buffers);
-  std::string who() const;  // "Join on rank 1/3 (host)"
+  std::string who() const;  // "Join on rank 1/3 (tcp, node07)"
 
   DistributedDataParallel& ddp_;
   JoinOptions options_;

@@ -2,11 +2,12 @@
 // deque, and the text a tail travels as through the store.
 #include "dist/parallel/ledger.hpp"
 
-#include <algorithm>
 #include <sstream>
 
-#include "dist/launch_env.hpp"  // process_label, rank_label
+#include "dist/launch_env.hpp"  // process_label
 #include "base/error.hpp"
+#include "base/text.hpp"  // one_line, split
+#include "base/who.hpp"   // rank_label
 
 namespace ddp::ledger {
 
@@ -88,21 +89,6 @@ namespace {
 
 constexpr const char* kMagic = "ddp-ledger 1";
 
-// Tabs and newlines would cut a field short: spaces instead.
-std::string one_line(std::string s) {
-  std::replace_if(s.begin(), s.end(), [](char c) { return c == '\t' || c == '\n'; }, ' ');
-  return s;
-}
-
-std::vector<std::string> split(const std::string& line, char sep) {
-  std::vector<std::string> fields;
-  std::string field;
-  std::istringstream in(line);
-  while (std::getline(in, field, sep)) fields.push_back(field);
-  if (!line.empty() && line.back() == sep) fields.emplace_back();
-  return fields;
-}
-
 Op op_named(const std::string& name) {
   for (Op op : {Op::AllReduce, Op::Broadcast, Op::AllGather, Op::ReduceScatter, Op::Barrier}) {
     if (name == to_string(op)) return op;
@@ -112,6 +98,7 @@ Op op_named(const std::string& name) {
 
 }  // namespace
 
+// one_line: a tab or newline in a host, reason or label would cut its line short.
 std::string encode(const Tail& tail) {
   std::string s = detail::concat(kMagic, "\nrank ", tail.rank, "\t", one_line(tail.host), "\t",
                                  tail.pid, "\nreason ", one_line(tail.reason), "\n");

@@ -12,8 +12,8 @@
 
 #include "autograd/engine.hpp"
 #include "autograd/grad_mode.hpp"
+#include "dist/all_gather_text.hpp"
 #include "dist/parallel/ledger.hpp"
-#include "dist/parallel/replica_check.hpp"
 #include "base/error.hpp"
 #include "base/trace.hpp"
 
@@ -473,7 +473,7 @@ std::string Reducer::describe_buckets() const {
     const std::int64_t floats = bucket.flat.numel();
     out << "bucket " << b << ": " << bucket.parameters.size() << " parameter"
         << (bucket.parameters.size() == 1 ? "" : "s") << ", " << floats << " floats ("
-        << (gradient_bytes(floats) + 512) / 1024 << " KiB):";
+        << (gradient_bytes(floats) + kKiB / 2) / kKiB << " KiB):";
     for (const std::size_t i : bucket.parameters) out << ' ' << parameters_[i].first;
     out << '\n';
   }
@@ -487,8 +487,6 @@ void Reducer::set_comm_hook(CommHook hook) {
   hook_ = std::move(hook);
 }
 
-std::string Reducer::who() const {
-  return detail::concat("Reducer on rank ", group_.rank(), "/", group_.size());
-}
+std::string Reducer::who() const { return group_.who("Reducer"); }
 
 }  // namespace ddp

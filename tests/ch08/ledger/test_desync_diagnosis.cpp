@@ -11,6 +11,7 @@
 #include "dist/parallel/desync_diagnosis.hpp"
 #include "dist/parallel/ledger.hpp"
 #include "base/error.hpp"
+#include "base/who.hpp"
 
 namespace {
 
