@@ -6,7 +6,7 @@
 
 #include "dist/launch_env.hpp"  // process_label
 #include "base/error.hpp"
-#include "base/text.hpp"  // one_line, split
+#include "base/text.hpp"  // one_line, split, to_integer
 #include "base/who.hpp"   // rank_label
 
 namespace ddp::ledger {
@@ -96,6 +96,15 @@ Op op_named(const std::string& name) {
   DDP_FAIL("ledger: unknown collective \"", name, "\" in a published tail");
 }
 
+// Field `what` of `line`, a whole number of type T, or a ddp::Error naming both.
+template <typename T>
+T number(const std::string& field, const char* what, const std::string& line) {
+  const std::optional<T> value = to_integer<T>(field);
+  DDP_CHECK(value.has_value(), "ledger: the ", what, " \"", field, "\" is not a number, in \"",
+            line, "\" of a published tail");
+  return *value;
+}
+
 }  // namespace
 
 // one_line: a tab or newline in a host, reason or label would cut its line short.
@@ -118,9 +127,9 @@ Tail decode(const std::string& text) {
   DDP_CHECK(std::getline(in, line) && line.starts_with("rank "), "ledger: tail without a rank");
   const std::vector<std::string> who = split(line.substr(5), '\t');
   DDP_CHECK(who.size() == 3, "ledger: malformed rank line \"", line, "\"");
-  tail.rank = std::stoi(who[0]);
+  tail.rank = number<int>(who[0], "rank", line);
   tail.host = who[1];
-  tail.pid = std::stoll(who[2]);
+  tail.pid = number<std::int64_t>(who[2], "pid", line);
   DDP_CHECK(std::getline(in, line) && line.starts_with("reason "), "ledger: tail of rank ",
             tail.rank, " without a reason");
   tail.reason = line.substr(7);
@@ -129,10 +138,12 @@ Tail decode(const std::string& text) {
     DDP_CHECK(f.size() == 6, "ledger: malformed entry \"", line, "\" in the tail of rank ",
               tail.rank);
     Entry e;
-    e.seq = std::stoull(f[0]);
+    e.seq = number<std::uint64_t>(f[0], "sequence number", line);
     e.op = op_named(f[1]);
     e.dtype = f[2];
-    e.count = std::stoll(f[3]);
+    e.count = number<std::int64_t>(f[3], "count", line);
+    DDP_CHECK(f[4] == "0" || f[4] == "1", "ledger: the done flag \"", f[4],
+              "\" is neither 0 nor 1, in \"", line, "\" of a published tail");
     e.done = f[4] == "1";
     e.label = f[5];
     tail.entries.push_back(std::move(e));

@@ -9,6 +9,7 @@
 #include <optional>
 #include <sstream>
 #include <unordered_set>
+#include <utility>
 
 #include "autograd/engine.hpp"
 #include "autograd/grad_mode.hpp"
@@ -293,9 +294,11 @@ void Reducer::reduce_buckets() {
       if (trace::enabled()) wait.emplace("wait", detail::concat("wait for bucket ", b));
       DDP_CHECK(bucket.work != nullptr, who(), ": bucket ", b,
                 " was never launched, though backward has finished (launch_ready_buckets)");
-      bucket.work->block_stream(options_.timeout);
+      // Taken out of the bucket before the wait: if the wait throws, wait_for_launched (on
+      // the way out) must not wait for this collective again, a second timeout.
+      const std::shared_ptr<Work> work = std::exchange(bucket.work, nullptr);
+      work->block_stream(options_.timeout);
     }
-    bucket.work = nullptr;
     hook_.finish(group_, bucket.flat);
     apply_divisor(bucket.flat);
   }
