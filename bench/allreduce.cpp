@@ -35,6 +35,7 @@
 #include "dist/process_group_tcp.hpp"
 #include "dist/socket.hpp"
 #include "base/error.hpp"
+#include "base/units.hpp"
 #include "tensor/tensor.hpp"
 
 namespace {
@@ -44,7 +45,8 @@ namespace {
 struct Options {
   std::string backend = "tcp";
   std::string label;  // "tcp", "mpi-tcp", "mpi-shm"; derived from the backend when empty
-  std::vector<std::int64_t> sizes = {4096, 65536, 1048576, 16777216, 67108864};  // bytes
+  std::vector<std::int64_t> sizes = {4 * ddp::kKiB, 64 * ddp::kKiB, ddp::kMiB, 16 * ddp::kMiB,
+                                     64 * ddp::kMiB};  // bytes
   int reps = 10;
   int timeout_s = static_cast<int>(
       std::chrono::duration_cast<std::chrono::seconds>(ddp::kDefaultTimeout).count());
@@ -114,9 +116,9 @@ Options parse_options(int argc, char** argv) {
 
 // The anchor's protocol: back-to-back calls per repetition, fewer as the size grows.
 int iterations_for(std::int64_t bytes) {
-  if (bytes <= 65536) return 1000;
-  if (bytes <= 1048576) return 256;
-  if (bytes <= 16777216) return 16;
+  if (bytes <= 64 * ddp::kKiB) return 1000;
+  if (bytes <= ddp::kMiB) return 256;
+  if (bytes <= 16 * ddp::kMiB) return 16;
   return 4;
 }
 
@@ -270,7 +272,7 @@ class StreamRing {
               address, " for the floor measurement");
   }
 
-  static constexpr std::size_t kHotWindow = 1 << 20;
+  static constexpr std::size_t kHotWindow = 1 * ddp::kMiB;
 
   // Sends `bytes` to the right while receiving as many from the left, through the first
   // `window` bytes of out_ and in_, round and round.

@@ -21,6 +21,7 @@
 #include "bench/bench_args.hpp"
 #include "dist/parallel/cost_model.hpp"
 #include "base/error.hpp"
+#include "base/units.hpp"
 
 namespace {
 

@@ -43,6 +43,7 @@
 #include "tensor/random.hpp"
 #include "tensor/threads.hpp"
 #include "base/trace.hpp"
+#include "base/units.hpp"
 
 namespace {
 

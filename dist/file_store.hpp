@@ -18,13 +18,14 @@
 #include <vector>
 
 #include "dist/store.hpp"
+#include "base/units.hpp"
 
 namespace ddp {
 
 class FileStore final : public Store {
  public:
-  static constexpr std::size_t kMaxKeyBytes = std::size_t{4} << 10;     // 4 KiB
-  static constexpr std::size_t kMaxValueBytes = std::size_t{64} << 20;  // 64 MiB
+  static constexpr std::size_t kMaxKeyBytes = 4 * kKiB;
+  static constexpr std::size_t kMaxValueBytes = 64 * kMiB;
 
   // Opens (creating it when missing) the file at `path`; its folder must exist.
   // `timeout` bounds every wait: get, wait, and waiting for the file's lock.

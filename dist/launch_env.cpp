@@ -50,11 +50,6 @@ std::string process_label(const std::string& host, std::int64_t pid) {
 
 std::string process_label() { return process_label(host_name(), ::getpid()); }
 
-std::string rank_label(int rank, const std::string& process) {
-  return process.empty() ? detail::concat("rank ", rank)
-                         : detail::concat("rank ", rank, " (", process, ")");
-}
-
 int gpu_for_local_rank(int local_rank, int visible_gpus) {
   if (visible_gpus == 1) return 0;
   return local_rank >= 0 && local_rank < visible_gpus ? local_rank : -1;

@@ -41,10 +41,9 @@ std::string host_name();
 
 // How every message, log line and store value names a process, so that one search of the
 // logs finds it: "node07, pid 4711" (process_label() is this process's), and with its rank
-// "rank 2 (node07, pid 4711)", or "rank 2" when the process is not known ("").
+// "rank 2 (node07, pid 4711)" (rank_label, base/who.hpp).
 std::string process_label(const std::string& host, std::int64_t pid);
 std::string process_label();
-std::string rank_label(int rank, const std::string& process);
 
 // The GPU a rank uses among the `visible_gpus` it sees: cuda:<local_rank>, as torchrun
 // and `srun --gpus-per-node` arrange it; or cuda:0 when it sees exactly one, as with

@@ -73,17 +73,19 @@ std::optional<LinkEmulation> link_emulation_from_env() {
   return parse_link_emulation(value);
 }
 
-std::string LinkEmulation::describe() const {
+std::string describe_link(double bytes_per_second, double latency_s) {
   const double bits = bytes_per_second * 8;
   char rate[32];
-  if (bits >= 1e9) {
+  if (std::isinf(bits)) {
+    std::snprintf(rate, sizeof rate, "unlimited");
+  } else if (bits >= 1e9) {
     std::snprintf(rate, sizeof rate, "%g Gbit/s", bits / 1e9);
   } else if (bits >= 1e6) {
     std::snprintf(rate, sizeof rate, "%g Mbit/s", bits / 1e6);
   } else {
     std::snprintf(rate, sizeof rate, "%g kbit/s", bits / 1e3);
   }
-  const double us = static_cast<double>(latency.count()) / 1e3;
+  const double us = latency_s * 1e6;
   char delay[32];
   if (us >= 1000) {
     std::snprintf(delay, sizeof delay, "%g ms", us / 1e3);
@@ -91,6 +93,10 @@ std::string LinkEmulation::describe() const {
     std::snprintf(delay, sizeof delay, "%g us", us);
   }
   return std::string(rate) + ", " + delay;
+}
+
+std::string LinkEmulation::describe() const {
+  return describe_link(bytes_per_second, std::chrono::duration<double>(latency).count());
 }
 
 // ==== The wire ==========================================================================

@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "base/units.hpp"  // kMiB
+
 namespace ddp {
 
 // The environment variable, for messages and for ddp-train's help.
@@ -33,9 +35,15 @@ struct LinkEmulation {
   double bytes_per_second = 0;     // > 0
   std::chrono::nanoseconds latency{0};  // one way, >= 0
 
-  // "1 Gbit/s, 50 us"
+  // "1 Gbit/s, 50 us" (describe_link)
   std::string describe() const;
 };
+
+// "1 Gbit/s, 50 us", "100 Mbit/s, 1.5 ms": a link's rate in bits per second (k, M, G:
+// powers of 1000; "unlimited" when infinite) and its one-way latency (us, ms from 1 ms
+// on). How every program names a link: LinkEmulation::describe() and the cost model's
+// to_string(RingLink) (dist/parallel/cost_model.hpp).
+std::string describe_link(double bytes_per_second, double latency_s);
 
 // Parses "1gbit,50us" (kLinkGrammar). Throws ddp::Error naming `variable`, the value and
 // the expected form.
@@ -73,7 +81,7 @@ class EmulatedLink {
 
   // What the wire holds at most, like a socket's send buffer (Linux grows one to 4 MiB):
   // the sender may run ahead of the wire by that much, and not be woken for every frame.
-  static constexpr std::size_t kWireBytes = 4 << 20;
+  static constexpr std::size_t kWireBytes = 4 * kMiB;
   // Bytes arrive in whole frames, an Ethernet frame's payload or, on a fast link, what it
   // carries in 10 us (a segment of the NIC's offloads): coarse enough that handing them
   // on costs the sender a system call every 10 us at most, fine enough to add little

@@ -5,11 +5,13 @@
 
 #include <cstdio>
 #include <thread>
+#include <vector>
 
 #include "dist/launch_env.hpp"
 #include "tensor/cuda/device_info.hpp"  // use_device
 #include "tensor/cuda/streams.hpp"
 #include "base/error.hpp"
+#include "base/who.hpp"
 
 namespace ddp {
 
@@ -26,7 +28,11 @@ const char* to_string(ReduceOp op) {
 ProcessGroup::ProcessGroup(int rank, int size) : rank_(rank), size_(size), host_(host_name()) {}
 
 std::string ProcessGroup::who() const {
-  return detail::concat("rank ", rank(), "/", size(), " (", backend_name(), ", ", host_, ")");
+  return rank_label(rank(), size(), backend_name() + ", " + host_);
+}
+
+std::string ProcessGroup::who(std::string_view speaker) const {
+  return detail::concat(speaker, " on ", who());
 }
 
 std::string ProcessGroup::where(const char* collective) const {
@@ -73,25 +79,23 @@ void leave_store(Store& store, const std::string& prefix, int rank, int size,
     const Clock::time_point deadline = Clock::now() + patience;
     while (store.add(count_key, 0) < size) {
       if (Clock::now() >= deadline) {
-        std::string missing;
+        std::vector<int> missing;
         for (int r = 0; r < size; ++r) {
-          if (!store.check({prefix + "/done/" + std::to_string(r)})) {
-            missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-          }
+          if (!store.check({prefix + "/done/" + std::to_string(r)})) missing.push_back(r);
         }
         std::fprintf(stderr,
-                     "ddp: rank 0/%d (%s): destroy(): rank(s) %s never said done within %lld "
-                     "ms; the store stops now and they may see it vanish\nhint: every rank "
-                     "calls destroy() (or lets its group go) at the end\n",
-                     size, host_name().c_str(), missing.c_str(),
+                     "ddp: %s: destroy(): %s never said done within %lld ms; the store stops "
+                     "now and they may see it vanish\nhint: every rank calls destroy() (or "
+                     "lets its group go) at the end\n",
+                     rank_label(0, size, host_name()).c_str(), name_ranks(missing).c_str(),
                      static_cast<long long>(patience.count()));
         return;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
   } catch (const std::exception& e) {  // the store is gone: nobody is left to wait for
-    std::fprintf(stderr, "ddp: rank %d/%d (%s): destroy(): the store did not answer: %s\n",
-                 rank, size, host_name().c_str(), e.what());
+    std::fprintf(stderr, "ddp: %s: destroy(): the store did not answer: %s\n",
+                 rank_label(rank, size, host_name()).c_str(), e.what());
   }
 }
 

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "dist/store.hpp"
 #include "dist/work.hpp"
@@ -35,6 +36,12 @@ class ProcessGroup {
   int rank() const { return rank_; }
   int size() const { return size_; }
   virtual std::string backend_name() const = 0;  // "tcp", "mpi", "nccl"
+
+  // Who is speaking, for every message about this rank (rank_label, base/who.hpp):
+  // "rank 3/4 (tcp, node07)"; with the part that speaks, "Reducer on rank 3/4 (tcp,
+  // node07)". The backends, the Reducer, Join and SyncBatchNorm all say it this way.
+  std::string who() const;
+  std::string who(std::string_view speaker) const;
 
   // Every rank passes a tensor of the same shape and dtype (float32 or int64,
   // contiguous). Afterwards each holds the element-wise reduction over all ranks.
@@ -98,8 +105,6 @@ class ProcessGroup {
   void check_all_gather(const Tensor& output, const Tensor& input) const;
   void check_reduce_scatter(const Tensor& output, const Tensor& input) const;
 
-  // "rank 3/4 (tcp, node07)": who is speaking, for every message of a backend.
-  std::string who() const;
   // "rank 3/4 (tcp, node07) all_gather": who, in which collective.
   std::string where(const char* collective) const;
 

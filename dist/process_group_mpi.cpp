@@ -26,6 +26,7 @@
 #include "dist/launch_env.hpp"  // host_name
 #include "base/error.hpp"
 #include "base/trace.hpp"
+#include "base/who.hpp"
 
 // Note [Why a communication thread]
 // MPI's nonblocking collectives only move data while some thread is inside an MPI call:
@@ -45,7 +46,8 @@ namespace {
 
 // ---- Errors ------------------------------------------------------------------------
 
-// "rank 1/4 on node07", for messages; MPI's own view, when it is running.
+// "rank 1/4 (mpi, node07)", as ProcessGroup::who() says it; MPI's own view, when it is
+// running.
 std::string who_am_i() {
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
@@ -55,7 +57,7 @@ std::string who_am_i() {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
   }
-  return detail::concat("rank ", rank, "/", size, " on ", host_name());
+  return rank_label(rank, size, "mpi, " + host_name());
 }
 
 // Throws ddp::Error for an MPI call that did not return MPI_SUCCESS, in MPI's words.
@@ -363,7 +365,7 @@ class ProcessGroupMpi final : public ProcessGroup {
   std::unique_ptr<MpiOp> make_op(const std::string& what) {
     auto job = std::make_unique<MpiOp>();
     job->work = std::make_shared<FutureWork>(
-        detail::concat("mpi ", what, " on rank ", rank(), "/", size()));
+        detail::concat(who(), ": ", what));
     return job;
   }
 
@@ -532,9 +534,9 @@ void ProcessGroupMpi::destroy() {
   thread_.join();
   if (!broken_.empty()) {
     std::fprintf(stderr,
-                 "ddp: mpi group on rank %d/%d is broken; exiting without MPI_Finalize "
-                 "(mpirun will end the other ranks)\n",
-                 rank(), size());
+                 "ddp: %s: the group is broken; exiting without MPI_Finalize (mpirun will "
+                 "end the other ranks)\n",
+                 who().c_str());
     comm_->leak();
     runtime_->skip_finalize();
   }

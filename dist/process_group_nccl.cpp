@@ -24,6 +24,7 @@
 #include "tensor/cuda/runtime.hpp"
 #include "tensor/cuda/streams.hpp"  // the compute stream: record on it, make it wait
 #include "base/error.hpp"
+#include "base/who.hpp"
 
 namespace ddp {
 namespace {
@@ -105,10 +106,9 @@ class NcclComm {
   ncclComm_t get() const { return comm_; }
   int device() const { return device_; }
 
-  // "nccl rank 1/8 (cuda:1 on node07)", for messages.
+  // "rank 1/8 (nccl, cuda:1, node07)", for messages: ProcessGroup::who() and the GPU.
   std::string who() const {
-    return detail::concat("nccl rank ", rank_, "/", size_, " (cuda:", device_, " on ",
-                          host_name(), ")");
+    return rank_label(rank_, size_, detail::concat("nccl, cuda:", device_, ", ", host_name()));
   }
 
   // Polls ncclCommGetAsyncError until the last call has finished (the state is no longer
@@ -166,8 +166,8 @@ class NcclComm {
   // error), but a failure there may explain what the job does next: it goes to stderr.
   void report_if_failed(ncclResult_t status, const char* call) const noexcept {
     if (status == ncclSuccess) return;
-    std::fprintf(stderr, "nccl rank %d/%d (cuda:%d): %s failed: %s (%s)\n", rank_, size_,
-                 device_, call, ncclGetErrorString(status), ncclGetLastError(nullptr));
+    std::fprintf(stderr, "ddp: %s: %s failed: %s (%s)\n", who().c_str(), call,
+                 ncclGetErrorString(status), ncclGetLastError(nullptr));
   }
 
   int rank_;

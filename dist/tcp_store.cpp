@@ -16,6 +16,7 @@
 #include "dist/launch_env.hpp"  // process_label
 #include "dist/tcp_store_protocol.hpp"
 #include "dist/tcp_store_server.hpp"
+#include "base/who.hpp"  // name_ranks
 
 namespace ddp {
 
@@ -225,16 +226,14 @@ void TCPStore::join_job() {
                "\nhint: every rank must see the same WORLD_SIZE / SLURM_NTASKS / -np");
     }
     if (Clock::now() >= deadline) {
-      std::string missing;
+      std::vector<int> missing;
       for (int r = 0; options_.rank >= 0 && r < options_.world_size; ++r) {
-        if (!check({"__ddp/store/present/" + std::to_string(r)})) {
-          missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-        }
+        if (!check({"__ddp/store/present/" + std::to_string(r)})) missing.push_back(r);
       }
       DDP_FAIL("only ", get("__ddp/store/joined", std::chrono::milliseconds(0)), " of ",
                options_.world_size, " ranks connected to the store at ",
                format_address(options_.host, port_), " within ", options_.timeout.count(),
-               " ms", missing.empty() ? "" : "; missing: rank(s) " + missing, "\n",
+               " ms", missing.empty() ? "" : "; missing: " + name_ranks(missing), "\n",
                "hint: did every rank start, with the same MASTER_ADDR/MASTER_PORT?");
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));

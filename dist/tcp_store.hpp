@@ -18,6 +18,7 @@
 #include "dist/job_token.hpp"  // default_job_token
 #include "dist/socket.hpp"
 #include "dist/store.hpp"
+#include "base/units.hpp"
 
 namespace ddp {
 
@@ -54,8 +55,8 @@ inline constexpr const char* kStoreConflictKey = "__ddp/store/conflict";
 
 class TCPStore final : public Store {
  public:
-  static constexpr std::size_t kMaxKeyBytes = 4 * 1024;
-  static constexpr std::size_t kMaxValueBytes = 64 * 1024 * 1024;
+  static constexpr std::size_t kMaxKeyBytes = 4 * kKiB;
+  static constexpr std::size_t kMaxValueBytes = 64 * kMiB;
   static constexpr std::size_t kMaxKeysPerRequest = 4096;
   static constexpr std::size_t kMaxTokenBytes = 1024;
 

@@ -48,6 +48,7 @@
 #include <vector>
 
 #include "tensor/tensor.hpp"
+#include "base/units.hpp"
 
 namespace ddp::nn {
 
@@ -67,7 +68,7 @@ enum class SavePoint {
 // bytes_written: bytes in the temporary file so far (all of them after Written).
 using SaveObserver = std::function<void(SavePoint point, std::size_t bytes_written)>;
 // The temporary file is written in pieces of at most this many bytes.
-inline constexpr std::size_t kSaveChunkBytes = std::size_t{1} << 20;
+inline constexpr std::size_t kSaveChunkBytes = 1 * kMiB;
 
 // Writes `state` to `path` (tensors on any device; GPU ones are copied to the host).
 // Throws ddp::Error naming the path and the failing system call. `observer`, when given,

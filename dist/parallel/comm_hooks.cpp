@@ -96,17 +96,14 @@ struct Bf16State {
   std::unordered_map<const void*, InFlight> in_flight;
 };
 
-std::string who(const ProcessGroup& group) {
-  return detail::concat("bf16_compress_hook on rank ", group.rank(), "/", group.size());
-}
-
 }  // namespace
 
 CommHook bf16_compress_hook() {
   auto state = std::make_shared<Bf16State>();
   auto launch = [state](ProcessGroup& group, Tensor& bucket) -> std::shared_ptr<Work> {
-    DDP_CHECK(bucket.dtype() == DType::Float32 && bucket.is_contiguous(), who(group),
-              ": expects a contiguous float32 bucket, got ", bucket.describe());
+    DDP_CHECK(bucket.dtype() == DType::Float32 && bucket.is_contiguous(),
+              group.who("bf16_compress_hook"), ": expects a contiguous float32 bucket, got ",
+              bucket.describe());
     // The rounding is bit work the tensor library has no op for: on the host. For a CUDA
     // bucket that is a copy down here (it waits for backward's kernels) and one up.
     const Tensor values = bucket.cpu();
@@ -122,7 +119,8 @@ CommHook bf16_compress_hook() {
   };
   auto finish = [state](ProcessGroup& group, Tensor& bucket) {
     const auto found = state->in_flight.find(bucket.raw_data());
-    DDP_CHECK(found != state->in_flight.end(), who(group), ": finish for a bucket (",
+    DDP_CHECK(found != state->in_flight.end(), group.who("bf16_compress_hook"),
+              ": finish for a bucket (",
               bucket.describe(),
               ") that this hook did not launch\nhint: give every Reducer "
               "its own bf16_compress_hook()");

@@ -6,7 +6,6 @@
 #include <charconv>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <limits>
 #include <numeric>
 #include <utility>
@@ -88,16 +87,7 @@ RingLink parse_ring_link(std::string_view text, std::string_view what) {
 }
 
 std::string to_string(const RingLink& link) {
-  const double bits = link.bandwidth_bytes_per_s * 8;
-  char out[64];
-  if (std::isinf(bits)) {
-    std::snprintf(out, sizeof out, "unlimited, %g us", link.latency_s * 1e6);
-  } else if (bits >= 1e9) {
-    std::snprintf(out, sizeof out, "%g Gbit/s, %g us", bits / 1e9, link.latency_s * 1e6);
-  } else {
-    std::snprintf(out, sizeof out, "%g Mbit/s, %g us", bits / 1e6, link.latency_s * 1e6);
-  }
-  return out;
+  return describe_link(link.bandwidth_bytes_per_s, link.latency_s);
 }
 
 double ring_all_reduce_seconds(std::int64_t bytes, int world, const RingLink& link) {

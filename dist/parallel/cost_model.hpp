@@ -21,8 +21,6 @@
 
 namespace ddp {
 
-inline constexpr std::int64_t kMiB = 1024 * 1024;
-
 // A link of the ring. bandwidth: the bytes per second one rank sends to its neighbour
 // while every rank does the same (nccl-tests' "bus bandwidth"; +infinity = free);
 // latency: the fixed cost of one of the ring's dependent steps, in seconds.
@@ -36,7 +34,7 @@ struct RingLink {
 // `what` (the flag or variable), the text and the expected form.
 RingLink parse_ring_link(std::string_view text, std::string_view what = "--link");
 
-// {125e6, 50e-6} -> "1 Gbit/s, 50 us".
+// {125e6, 50e-6} -> "1 Gbit/s, 50 us" (describe_link, dist/link_emulation.hpp).
 std::string to_string(const RingLink& link);
 
 // A ring all-reduce of `bytes` over `world` ranks: 2(W-1) dependent steps, each moving

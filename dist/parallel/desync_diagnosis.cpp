@@ -4,22 +4,14 @@
 #include <algorithm>
 #include <map>
 
-#include "dist/launch_env.hpp"  // rank_label
 #include "base/error.hpp"
+#include "base/who.hpp"  // name_ranks, rank_label
 
 namespace ddp {
 
 using ledger::Entry;
 using ledger::Op;
 using ledger::Tail;
-
-std::string name_ranks(const std::vector<int>& ranks) {
-  if (ranks.size() == 1) return detail::concat("rank ", ranks[0]);
-  if (ranks.size() == 2) return detail::concat("ranks ", ranks[0], " and ", ranks[1]);
-  std::string s = "ranks ";
-  for (std::size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
-  return s;
-}
 
 namespace {
 

@@ -37,9 +37,6 @@ namespace ddp {
 std::string diagnose_desync(const std::vector<std::optional<ledger::Tail>>& tails,
                             const std::vector<std::string>& processes = {});
 
-// "rank 2", "ranks 0 and 1", "ranks 0, 1, 3".
-std::string name_ranks(const std::vector<int>& ranks);
-
 // ---- Step 2 of Note [Reading the tails]: where each rank is (exercise 08.1) ------------
 
 // A place in the run: in entry #seq (key 2·seq, waiting) or past it, before the next

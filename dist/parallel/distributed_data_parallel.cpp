@@ -97,8 +97,7 @@ void DistributedDataParallel::sync_buffers_from(int root) {
 
 void DistributedDataParallel::average_gradients() {
   if (reducer_) {
-    DDP_CHECK(reducer_->finished(), "DistributedDataParallel::average_gradients on rank ",
-              group_.rank(),
+    DDP_CHECK(reducer_->finished(), group_.who("DistributedDataParallel::average_gradients"),
               ": the backward of the last forward has not run (or has not "
               "finished): the Reducer averages inside backward");
     return;
@@ -106,9 +105,8 @@ void DistributedDataParallel::average_gradients() {
   std::vector<Tensor> grads;
   grads.reserve(parameters_.size());
   for (const auto& [name, p] : parameters_) {
-    DDP_CHECK(p.grad().defined(), "DistributedDataParallel::average_gradients on rank ",
-              group_.rank(), ": parameter '", name,
-              "' has no gradient: the last backward did not reach it"
+    DDP_CHECK(p.grad().defined(), group_.who("DistributedDataParallel::average_gradients"),
+              ": parameter '", name, "' has no gradient: the last backward did not reach it"
               "\nhint: every parameter must take part in the loss (unused parameters are "
               "chapter 07's find_unused_parameters)");
     grads.push_back(p.grad());

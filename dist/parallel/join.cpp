@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "autograd/grad_mode.hpp"
-#include "dist/launch_env.hpp"
 #include "dist/process_group.hpp"
 #include "base/error.hpp"
 #include "tensor/tensor.hpp"
@@ -121,8 +120,7 @@ void Join::finish() {
 }
 
 std::string Join::who() const {
-  const ProcessGroup& group = joinable_.join_process_group();
-  return detail::concat("Join on rank ", group.rank(), "/", group.size(), " (", host_name(), ")");
+  return joinable_.join_process_group().who("Join");
 }
 
 }  // namespace ddp

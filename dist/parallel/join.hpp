@@ -106,7 +106,7 @@ class Join {
  private:
   // The count all-reduce (Note [Counting who still trains]).
   JoinRound count(bool training, bool syncs_gradients, bool broadcasts_buffers);
-  std::string who() const;  // "Join on rank 1/3 (host)"
+  std::string who() const;  // "Join on rank 1/3 (tcp, node07)"
 
   Joinable& joinable_;
   JoinOptions options_;

@@ -2,11 +2,12 @@
 // deque, and the text a tail travels as through the store.
 #include "dist/parallel/ledger.hpp"
 
-#include <algorithm>
 #include <sstream>
 
-#include "dist/launch_env.hpp"  // process_label, rank_label
+#include "dist/launch_env.hpp"  // process_label
 #include "base/error.hpp"
+#include "base/text.hpp"  // one_line, split, to_integer
+#include "base/who.hpp"   // rank_label
 
 namespace ddp::ledger {
 
@@ -88,21 +89,6 @@ namespace {
 
 constexpr const char* kMagic = "ddp-ledger 1";
 
-// Tabs and newlines would cut a field short: spaces instead.
-std::string one_line(std::string s) {
-  std::replace_if(s.begin(), s.end(), [](char c) { return c == '\t' || c == '\n'; }, ' ');
-  return s;
-}
-
-std::vector<std::string> split(const std::string& line, char sep) {
-  std::vector<std::string> fields;
-  std::string field;
-  std::istringstream in(line);
-  while (std::getline(in, field, sep)) fields.push_back(field);
-  if (!line.empty() && line.back() == sep) fields.emplace_back();
-  return fields;
-}
-
 Op op_named(const std::string& name) {
   for (Op op : {Op::AllReduce, Op::Broadcast, Op::AllGather, Op::ReduceScatter, Op::Barrier}) {
     if (name == to_string(op)) return op;
@@ -110,8 +96,18 @@ Op op_named(const std::string& name) {
   DDP_FAIL("ledger: unknown collective \"", name, "\" in a published tail");
 }
 
+// Field `what` of `line`, a whole number of type T, or a ddp::Error naming both.
+template <typename T>
+T number(const std::string& field, const char* what, const std::string& line) {
+  const std::optional<T> value = to_integer<T>(field);
+  DDP_CHECK(value.has_value(), "ledger: the ", what, " \"", field, "\" is not a number, in \"",
+            line, "\" of a published tail");
+  return *value;
+}
+
 }  // namespace
 
+// one_line: a tab or newline in a host, reason or label would cut its line short.
 std::string encode(const Tail& tail) {
   std::string s = detail::concat(kMagic, "\nrank ", tail.rank, "\t", one_line(tail.host), "\t",
                                  tail.pid, "\nreason ", one_line(tail.reason), "\n");
@@ -131,9 +127,9 @@ Tail decode(const std::string& text) {
   DDP_CHECK(std::getline(in, line) && line.starts_with("rank "), "ledger: tail without a rank");
   const std::vector<std::string> who = split(line.substr(5), '\t');
   DDP_CHECK(who.size() == 3, "ledger: malformed rank line \"", line, "\"");
-  tail.rank = std::stoi(who[0]);
+  tail.rank = number<int>(who[0], "rank", line);
   tail.host = who[1];
-  tail.pid = std::stoll(who[2]);
+  tail.pid = number<std::int64_t>(who[2], "pid", line);
   DDP_CHECK(std::getline(in, line) && line.starts_with("reason "), "ledger: tail of rank ",
             tail.rank, " without a reason");
   tail.reason = line.substr(7);
@@ -142,10 +138,12 @@ Tail decode(const std::string& text) {
     DDP_CHECK(f.size() == 6, "ledger: malformed entry \"", line, "\" in the tail of rank ",
               tail.rank);
     Entry e;
-    e.seq = std::stoull(f[0]);
+    e.seq = number<std::uint64_t>(f[0], "sequence number", line);
     e.op = op_named(f[1]);
     e.dtype = f[2];
-    e.count = std::stoll(f[3]);
+    e.count = number<std::int64_t>(f[3], "count", line);
+    DDP_CHECK(f[4] == "0" || f[4] == "1", "ledger: the done flag \"", f[4],
+              "\" is neither 0 nor 1, in \"", line, "\" of a published tail");
     e.done = f[4] == "1";
     e.label = f[5];
     tail.entries.push_back(std::move(e));

@@ -87,7 +87,7 @@ struct Tail {
 
 // Text for the store, and back: one line per field, tabs between an entry's fields.
 // Labels and reasons lose their tabs and newlines on the way. decode() throws ddp::Error
-// on text that encode() did not make.
+// on text that encode() did not make, naming the line and the field it could not read.
 std::string encode(const Tail& tail);
 Tail decode(const std::string& text);
 

@@ -10,11 +10,12 @@
 #include <sstream>
 #include <string_view>
 #include <unordered_set>
+#include <utility>
 
 #include "autograd/engine.hpp"
 #include "autograd/grad_mode.hpp"
+#include "dist/all_gather_text.hpp"
 #include "dist/parallel/ledger.hpp"
-#include "dist/parallel/replica_check.hpp"
 #include "base/error.hpp"
 #include "base/trace.hpp"
 
@@ -299,9 +300,11 @@ void Reducer::reduce_buckets() {
       if (trace::enabled()) wait.emplace("wait", detail::concat("wait for bucket ", b));
       DDP_CHECK(bucket.work != nullptr, who(), ": bucket ", b,
                 " was never launched, though backward has finished (launch_ready_buckets)");
-      bucket.work->block_stream(options_.timeout);
+      // Taken out of the bucket before the wait: if the wait throws, wait_for_launched (on
+      // the way out) must not wait for this collective again, a second timeout.
+      const std::shared_ptr<Work> work = std::exchange(bucket.work, nullptr);
+      work->block_stream(options_.timeout);
     }
-    bucket.work = nullptr;
     hook_.finish(group_, bucket.flat);
     apply_divisor(bucket.flat);
   }
@@ -436,7 +439,7 @@ std::string Reducer::describe_buckets() const {
     const std::int64_t floats = bucket.flat.numel();
     out << "bucket " << b << ": " << bucket.parameters.size() << " parameter"
         << (bucket.parameters.size() == 1 ? "" : "s") << ", " << floats << " floats ("
-        << (gradient_bytes(floats) + 512) / 1024 << " KiB):";
+        << (gradient_bytes(floats) + kKiB / 2) / kKiB << " KiB):";
     for (const std::size_t i : bucket.parameters) out << ' ' << parameters_[i].first;
     out << '\n';
   }
@@ -460,8 +463,6 @@ void Reducer::set_comm_hook(CommHook hook) {
   hook_ = std::move(hook);
 }
 
-std::string Reducer::who() const {
-  return detail::concat("Reducer on rank ", group_.rank(), "/", group_.size());
-}
+std::string Reducer::who() const { return group_.who("Reducer"); }
 
 }  // namespace ddp

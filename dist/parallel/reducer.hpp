@@ -31,9 +31,9 @@
 
 #include "autograd/variable.hpp"
 #include "base/trace.hpp"
-#include "dist/parallel/cost_model.hpp"  // kMiB
 #include "dist/parallel/joinable.hpp"
 #include "dist/process_group.hpp"
+#include "base/units.hpp"  // kMiB
 
 namespace ddp {
 
@@ -154,7 +154,7 @@ class Reducer {
   void rebuild_from_arrival_order();
   // Throws on every rank unless every rank holds the same bucket assignment.
   void check_same_assignment() const;
-  std::string who() const;  // "Reducer on rank 1/4"
+  std::string who() const;  // "Reducer on rank 1/4 (tcp, node07)"
 
   std::vector<std::pair<std::string, Variable>> parameters_;
   std::vector<GradReadyHookId> hook_ids_;

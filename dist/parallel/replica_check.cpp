@@ -1,11 +1,12 @@
 // check_same_model and check_parameters_in_sync (see replica_check.hpp). Chapter 06.
 #include "dist/parallel/replica_check.hpp"
 
-#include <algorithm>
-#include <cstring>
 #include <map>
 
+#include "dist/all_gather_text.hpp"
 #include "base/error.hpp"
+#include "base/text.hpp"  // split
+#include "base/who.hpp"   // name_ranks
 
 namespace ddp {
 
@@ -16,56 +17,7 @@ Device device_of(const nn::Module& module) {
   return parameters.empty() ? Device::cpu() : parameters.front().device();
 }
 
-// "1, 3" for {1, 3}.
-std::string rank_list(const std::vector<int>& ranks) {
-  std::string out;
-  for (int r : ranks) out += (out.empty() ? "" : ", ") + std::to_string(r);
-  return out;
-}
-
-std::string ranks_word(const std::vector<int>& ranks) {
-  return (ranks.size() == 1 ? "rank " : "ranks ") + rank_list(ranks);
-}
-
-std::vector<std::string> split_lines(const std::string& text) {
-  std::vector<std::string> lines;
-  std::size_t start = 0;
-  while (start < text.size()) {
-    const std::size_t end = text.find('\n', start);
-    lines.push_back(text.substr(start, end - start));
-    start = end == std::string::npos ? text.size() : end + 1;
-  }
-  return lines;
-}
-
 }  // namespace
-
-std::vector<std::string> all_gather_text(ProcessGroup& group, const std::string& text,
-                                         Device device) {
-  // Collectives move tensors of one shape on every rank, so first the lengths, then every
-  // text padded to the longest, 8 bytes per int64 element.
-  const auto world = static_cast<std::int64_t>(group.size());
-  const std::int64_t mine = static_cast<std::int64_t>(text.size());
-  const TensorOptions int64s{.dtype = DType::Int64, .device = device};
-  Tensor length = from_data(std::span<const std::int64_t>(&mine, 1), {1}).to(device);
-  Tensor lengths = empty({world}, int64s);
-  group.all_gather(lengths, length)->wait();
-  const std::vector<std::int64_t> all_lengths = lengths.to_vector<std::int64_t>();
-  const std::int64_t longest = *std::max_element(all_lengths.begin(), all_lengths.end());
-  const std::int64_t words = (longest + 7) / 8;
-  std::vector<std::int64_t> packed(static_cast<std::size_t>(words), 0);
-  std::memcpy(packed.data(), text.data(), text.size());
-  Tensor input = from_data(std::span<const std::int64_t>(packed), {words}).to(device);
-  Tensor output = empty({world * words}, int64s);
-  group.all_gather(output, input)->wait();
-  const std::vector<std::int64_t> all = output.to_vector<std::int64_t>();
-  std::vector<std::string> texts;
-  for (std::int64_t r = 0; r < world; ++r) {
-    const char* bytes = reinterpret_cast<const char*>(all.data() + r * words);
-    texts.emplace_back(bytes, static_cast<std::size_t>(all_lengths[static_cast<std::size_t>(r)]));
-  }
-  return texts;
-}
 
 std::vector<std::string> describe_replica(const nn::Module& module) {
   std::vector<std::string> lines;
@@ -81,18 +33,20 @@ std::vector<std::string> describe_replica(const nn::Module& module) {
 }
 
 void check_same_model(const nn::Module& module, ProcessGroup& group) {
-  std::string mine;
-  for (const std::string& line : describe_replica(module)) mine += line + '\n';
+  std::string mine;  // the lines, '\n' between them
+  for (const std::string& line : describe_replica(module)) {
+    mine += (mine.empty() ? "" : "\n") + line;
+  }
   const std::vector<std::string> all = all_gather_text(group, mine, device_of(module));
   // Every rank now holds every description, so every rank finds the same verdict.
-  const std::vector<std::string> reference = split_lines(all[0]);
+  const std::vector<std::string> reference = split(all[0], '\n');
   std::vector<int> differing;
   std::string first;  // the first difference of the first differing rank
   for (int r = 1; r < group.size(); ++r) {
     if (all[static_cast<std::size_t>(r)] == all[0]) continue;
     differing.push_back(r);
     if (!first.empty()) continue;
-    const std::vector<std::string> theirs = split_lines(all[static_cast<std::size_t>(r)]);
+    const std::vector<std::string> theirs = split(all[static_cast<std::size_t>(r)], '\n');
     std::size_t i = 0;
     while (i < reference.size() && i < theirs.size() && reference[i] == theirs[i]) ++i;
     auto entry = [](const std::vector<std::string>& lines, std::size_t k) {
@@ -101,7 +55,7 @@ void check_same_model(const nn::Module& module, ProcessGroup& group) {
     first = detail::concat("first difference at entry ", i + 1, ": rank 0 has ",
                            entry(reference, i), ", rank ", r, " has ", entry(theirs, i));
   }
-  DDP_CHECK(differing.empty(), "DistributedDataParallel: ", ranks_word(differing),
+  DDP_CHECK(differing.empty(), "DistributedDataParallel: ", name_ranks(differing),
             differing.size() == 1 ? " holds" : " hold", " a different model than rank 0 (",
             reference.size(), " parameters and buffers on rank 0): ", first,
             "\nhint: every rank must build the same network with the same flags");
@@ -139,7 +93,7 @@ void check_parameters_in_sync(const nn::Module& module, ProcessGroup& group, std
     if (hashes[static_cast<std::size_t>(r)] != reference) drifted.push_back(r);
   }
   DDP_CHECK(drifted.empty(), "check-sync at step ", step, ": the parameters of ",
-            ranks_word(drifted), " differ from the other ranks' (hashes of all ",
+            name_ranks(drifted), " differ from the other ranks' (hashes of all ",
             module.parameters().size(), " parameters compared)",
             "\nhint: replicas drift when a rank skips a gradient average, updates its "
             "weights on its own, or runs a different recipe");

@@ -38,8 +38,4 @@ std::uint64_t parameter_hash(const nn::Module& module);
 // with the majority (rank 0's value breaks a tie) and `step`.
 void check_parameters_in_sync(const nn::Module& module, ProcessGroup& group, std::int64_t step);
 
-// Every rank's `text`, in rank order (all_gather of lengths, then of the padded bytes).
-std::vector<std::string> all_gather_text(ProcessGroup& group, const std::string& text,
-                                         Device device = Device::cpu());
-
 }  // namespace ddp

@@ -31,6 +31,7 @@
 
 #include "autograd/variable.hpp"
 #include "base/deadline.hpp"
+#include "base/units.hpp"
 #include "dist/parallel/broadcast_coalesced.hpp"
 #include "dist/parallel/flat_parameter.hpp"
 #include "dist/parallel/zero_redundancy_optimizer.hpp"
@@ -40,8 +41,8 @@
 namespace ddp {
 
 struct ShardedOptions {
-  std::int64_t bucket_cap_bytes = 25 * 1024 * 1024;   // as ReducerOptions
-  std::int64_t first_bucket_bytes = 1 * 1024 * 1024;
+  std::int64_t bucket_cap_bytes = 25 * kMiB;  // as ReducerOptions
+  std::int64_t first_bucket_bytes = 1 * kMiB;
   bool broadcast_buffers = true;                      // as DDPOptions
   std::chrono::milliseconds timeout = kDefaultTimeout;  // for each collective's wait
 };

@@ -78,8 +78,9 @@ Variable sync_batch_norm(const Variable& x, const Variable& weight, const Variab
   sum_and_count.narrow(0, c, 1).fill_(static_cast<double>(xd.numel() / c));
   all_reduce_sum(group, sum_and_count);
   const double n = static_cast<double>(sum_and_count.narrow(0, c, 1).item<float>());
-  DDP_CHECK(n > 1, "sync_batch_norm: training needs more than one value per channel over all ",
-            group.size(), " ranks, got ", n, "\nhint: use a larger batch");
+  DDP_CHECK(n > 1, group.who("sync_batch_norm"),
+            ": training needs more than one value per channel over all ", group.size(),
+            " ranks, got ", n, "\nhint: use a larger batch");
   const Tensor mean = ddp::mul(sum_and_count.narrow(0, 0, c), 1.0 / n);
   // Round 2: sum((x - mean)^2) about the global mean -> the global (biased) variance.
   Tensor xc = ddp::sub(xd, per_channel(mean));

@@ -11,11 +11,13 @@
 #include <optional>
 #include <span>
 
-#include "dist/launch_env.hpp"  // host_name, process_label, rank_label
+#include "dist/launch_env.hpp"  // host_name, process_label
 #include "dist/parallel/desync_diagnosis.hpp"
 #include "dist/parallel/exit_codes.hpp"
 #include "dist/tcp_store.hpp"  // kStoreConflictKey
 #include "base/error.hpp"
+#include "base/text.hpp"  // one_line
+#include "base/who.hpp"   // rank_label
 
 namespace ddp {
 
@@ -28,7 +30,7 @@ constexpr int kStoreEvery = 5;
 constexpr std::size_t kReasonChars = 240;
 
 std::string cut(std::string s, std::size_t n) {
-  for (char& c : s) c = c == '\n' ? ' ' : c;
+  s = one_line(std::move(s));
   return s.size() <= n ? s : s.substr(0, n) + " ...";
 }
 }  // namespace

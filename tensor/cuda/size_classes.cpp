@@ -6,13 +6,14 @@
 
 #include "tensor/cuda/caching_allocator.hpp"
 #include "base/error.hpp"
+#include "base/units.hpp"
 
 namespace ddp {
 namespace {
 
-constexpr std::size_t kSmallQuantum = 512;                   // small classes: multiples of this
-constexpr std::size_t kSmallLimit = std::size_t{1} << 20;    // 1 MiB: largest small class
-constexpr std::size_t kLargeQuantum = std::size_t{2} << 20;  // large classes: multiples of 2 MiB
+constexpr std::size_t kSmallQuantum = 512;        // small classes: multiples of this
+constexpr std::size_t kSmallLimit = 1 * kMiB;     // the largest small class
+constexpr std::size_t kLargeQuantum = 2 * kMiB;   // large classes: multiples of this
 
 std::size_t round_up(std::size_t n, std::size_t quantum) {
   return (n + quantum - 1) / quantum * quantum;

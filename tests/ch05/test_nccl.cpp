@@ -122,7 +122,7 @@ TEST_CASE("nccl creation that a rank never joins times out and aborts", "[ch05][
   // that the GPU then serves a new group. (The bootstrap thread that ncclGetUniqueId
   // started lives on until the process ends.) A real GPU is the only place this can run.
   CHECK_THROWS_WITH(make_group(2, std::chrono::seconds(2)),
-                    Catch::Contains("nccl rank 0/2") &&
+                    Catch::Contains("rank 0/2 (nccl, cuda:0") &&
                         Catch::Contains("ncclCommInitRankConfig did not finish within 2000 ms") &&
                         Catch::Contains("communicator aborted"));
   // The GPU is still usable afterwards: a group of one works.

@@ -234,6 +234,40 @@ TEST_CASE("each bucket is launched once its last gradient is ready, in bucket or
   }
 }
 
+// A collective that will never finish: each wait is counted, and ends as a timeout does.
+class NeverFinishes final : public Work {
+ public:
+  bool is_completed() override { return false; }
+  void wait(std::chrono::milliseconds timeout) override {
+    ++waits;
+    DDP_FAIL("all_reduce (planted) did not finish within ", timeout.count(), " ms");
+  }
+  std::exception_ptr exception() override { return nullptr; }
+  int waits = 0;
+};
+
+TEST_CASE("a bucket whose collective failed is waited for once", "[reducer]") {
+  // Waiting a second time, on the way out, would cost the job a second timeout before
+  // it reports the first.
+  auto group = world_of_one();
+  Generator gen(4);
+  std::vector<std::pair<std::string, Variable>> params{{"w", Variable(randn({4}, gen), true)}};
+  ReducerOptions options;
+  options.rebuild_buckets = false;
+  Reducer reducer(params, *group, options);
+  const auto stuck = std::make_shared<NeverFinishes>();
+  CommHook hook = allreduce_hook();
+  hook.launch = [&](ProcessGroup&, Tensor&) -> std::shared_ptr<Work> { return stuck; };
+  reducer.set_comm_hook(hook);
+  const Variable loss = sum(params[0].second * params[0].second);
+  reducer.prepare_for_backward(loss, /*sync=*/true, /*divisor=*/1);
+  CHECK_THROWS_WITH(loss.backward(), Catch::Contains("did not finish within"));
+  CHECK(stuck->waits == 1);
+  // And the Reducer knows the ranks are out of step now.
+  CHECK_THROWS_WITH(reducer.prepare_for_backward(loss, true, 1),
+                    Catch::Contains("did not finish its reduction"));
+}
+
 TEST_CASE("a backward without a forward through DDP is refused", "[reducer]") {
   auto group = world_of_one();
   Generator gen(2);

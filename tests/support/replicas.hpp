@@ -7,7 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "dist/parallel/replica_check.hpp"
+#include "dist/all_gather_text.hpp"
+#include "dist/parallel/replica_check.hpp"  // parameter_hash
 #include "dist/process_group.hpp"
 #include "nn/module.hpp"
 

@@ -8,30 +8,16 @@
 #include <sstream>
 
 #include "base/error.hpp"
+#include "base/text.hpp"  // split, to_integer
 
 namespace ddp::doctor {
 
 namespace {
 
-std::vector<std::string> split(const std::string& text, char separator) {
-  std::vector<std::string> fields;
-  std::istringstream is(text);
-  for (std::string field; std::getline(is, field, separator);) fields.push_back(field);
-  if (!text.empty() && text.back() == separator) fields.emplace_back();
-  return fields;
-}
-
 int to_int(const std::string& text, const char* what) {
-  std::size_t used = 0;
-  int value = 0;
-  try {
-    value = std::stoi(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  DDP_CHECK(used == text.size() && !text.empty(), "ddp-doctor: bad ", what, " '", text,
-            "' in a rank's report");
-  return value;
+  const std::optional<int> value = to_integer<int>(text);
+  DDP_CHECK(value.has_value(), "ddp-doctor: bad ", what, " '", text, "' in a rank's report");
+  return *value;
 }
 
 }  // namespace

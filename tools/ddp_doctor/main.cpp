@@ -21,6 +21,7 @@
 #include "dist/tcp_store.hpp"
 #include "tensor/cuda/device_info.hpp"
 #include "base/error.hpp"
+#include "base/who.hpp"
 #include "tools/ddp_doctor/checks.hpp"
 #include "tools/flags.hpp"
 
@@ -108,7 +109,7 @@ int run(int argc, char** argv) {
   try {
     connected = std::make_unique<ddp::TCPStore>(options);
   } catch (const ddp::Error& e) {
-    DDP_FAIL("rank ", me.rank, "/", me.world_size, " (", me.launcher, ") could not ",
+    DDP_FAIL(ddp::rank_label(me.rank, me.world_size, me.launcher), " could not ",
              me.rank == 0 ? "serve" : "reach", " the master's store at ", env.master_addr, ":",
              env.master_port, ":\n", e.what(),
              "\nhint (ddp-doctor): a second rank 0, or ranks missing, usually means the "

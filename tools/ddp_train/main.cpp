@@ -20,6 +20,7 @@
 #include "dist/launch_env.hpp"
 #include "dist/parallel/exit_codes.hpp"
 #include "base/error.hpp"
+#include "base/who.hpp"
 #include "tools/ddp_train/options.hpp"
 #include "tools/ddp_train/stop_request.hpp"
 #include "tools/ddp_train/trainer.hpp"
@@ -80,8 +81,7 @@ int main(int argc, char** argv) {
     try {
       const ddp::LaunchEnv env = ddp::discover_launch_env();
       if (env.world_size > 1) {
-        who = ddp::detail::concat("rank ", env.rank, "/", env.world_size, " (", ddp::host_name(),
-                                  "): ");
+        who = ddp::rank_label(env.rank, env.world_size, ddp::host_name()) + ": ";
       }
     } catch (const std::exception&) {
     }

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "base/who.hpp"  // name_ranks
+
 namespace ddp::train {
 
 void Trainer::together(const char* what, const std::function<void()>& action) {
@@ -24,12 +26,11 @@ void Trainer::together(const char* what, const std::function<void()>& action) {
   }
   const std::vector<std::int64_t> failed = gather_over_ranks({error ? 1 : 0});
   if (error) std::rethrow_exception(error);  // this rank's own message
-  std::string ranks;
+  std::vector<int> ranks;
   for (int r = 0; r < world_size(); ++r) {
-    if (failed[static_cast<std::size_t>(r)] != 0)
-      ranks += detail::concat(ranks.empty() ? "" : ", ", r);
+    if (failed[static_cast<std::size_t>(r)] != 0) ranks.push_back(r);
   }
-  DDP_CHECK(ranks.empty(), "stopping: rank ", ranks, " failed ", what,
+  DDP_CHECK(ranks.empty(), "stopping: ", name_ranks(ranks), " failed ", what,
             " (its own message says why)");
 }
 

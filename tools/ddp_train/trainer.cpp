@@ -21,6 +21,7 @@
 #include "tensor/threads.hpp"
 #include "tools/ddp_train/progress.hpp"
 #include "tools/ddp_train/rank_setup.hpp"
+#include "base/units.hpp"  // kMiB
 
 namespace ddp::train {
 

@@ -17,6 +17,7 @@
 #include "dist/launch_env.hpp"
 #include "dist/tcp_store.hpp"
 #include "base/error.hpp"
+#include "base/text.hpp"  // split
 #include "tools/flags.hpp"
 
 namespace {
@@ -29,13 +30,6 @@ std::string row(const ddp::LaunchEnv& env, const std::string& host) {
      << env.node_rank << '\t' << host << '\t' << ddp::to_string(env.launcher) << '\t'
      << getpid();
   return os.str();
-}
-
-std::vector<std::string> split_tabs(const std::string& text) {
-  std::vector<std::string> fields;
-  std::istringstream is(text);
-  for (std::string field; std::getline(is, field, '\t');) fields.push_back(field);
-  return fields;
 }
 
 int run(int argc, char** argv) {
@@ -68,7 +62,7 @@ int run(int argc, char** argv) {
               "pid");
   std::set<std::string> hosts;
   for (int r = 0; r < env.world_size; ++r) {
-    const std::vector<std::string> f = split_tabs(store.get("hello/" + std::to_string(r)));
+    const std::vector<std::string> f = ddp::split(store.get("hello/" + std::to_string(r)), '\t');
     DDP_CHECK(f.size() == 6, "rank ", r, " sent a malformed line to the store");
     std::printf("%5s  %-6s %5s  %-16s %-9s %s\n", f[0].c_str(), f[1].c_str(), f[2].c_str(),
                 f[3].c_str(), f[4].c_str(), f[5].c_str());

@@ -20,6 +20,7 @@
 #include "tensor/ops.hpp"
 #include "tensor/random.hpp"
 #include "tensor/tensor.hpp"
+#include "base/units.hpp"
 
 namespace {
 
@@ -64,9 +65,9 @@ void print_stats(const char* when, const ddp::AllocatorStats& s) {
       when, static_cast<unsigned long long>(s.device_allocs),
       static_cast<unsigned long long>(s.device_frees), static_cast<unsigned long long>(s.requests),
       static_cast<unsigned long long>(s.cache_hits), "",
-      static_cast<double>(s.bytes_in_use) / (1 << 20),
-      static_cast<double>(s.bytes_cached) / (1 << 20),
-      static_cast<double>(s.peak_bytes_in_use) / (1 << 20));
+      static_cast<double>(s.bytes_in_use) / ddp::kMiB,
+      static_cast<double>(s.bytes_cached) / ddp::kMiB,
+      static_cast<double>(s.peak_bytes_in_use) / ddp::kMiB);
 }
 
 int run_program(int argc, char** argv) {

@@ -27,6 +27,7 @@
 #include "tensor/random.hpp"
 #include "tensor/threads.hpp"
 #include "base/trace.hpp"
+#include "base/units.hpp"
 
 using namespace ddp;
 

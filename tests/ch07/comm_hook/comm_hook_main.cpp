@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "autograd/functions.hpp"
+#include "dist/all_gather_text.hpp"
 #include "dist/init.hpp"
 #include "dist/parallel/comm_hooks.hpp"
 #include "dist/parallel/distributed_data_parallel.hpp"

@@ -12,6 +12,7 @@
 #include "dist/link_emulation.hpp"
 #include "dist/parallel/cost_model.hpp"
 #include "base/error.hpp"
+#include "base/units.hpp"
 
 using Catch::Contains;
 using ddp::BucketTiming;
@@ -227,11 +228,12 @@ TEST_CASE("the model reads links in the link emulation's grammar", "[cost_model]
   CHECK(c.bandwidth_bytes_per_s == Approx(125e6));
   CHECK(c.latency_s == 0);
   CHECK(ddp::to_string(a) == "1 Gbit/s, 50 us");
-  CHECK(ddp::to_string(b) == "100 Mbit/s, 1500 us");
+  CHECK(ddp::to_string(b) == "100 Mbit/s, 1.5 ms");
   CHECK(ddp::to_string({kInf, 0}) == "unlimited, 0 us");
   // The same values as the emulation (its own tests cover the grammar and its errors).
   const ddp::LinkEmulation e = ddp::parse_link_emulation("100mbit,1.5ms");
   CHECK(b.bandwidth_bytes_per_s == e.bytes_per_second);
+  CHECK(e.describe() == ddp::to_string(b));  // and the same words (describe_link)
   for (const char* bad : {"", "1gbit", ",50us", "0gbit,50us", "1gbit,-5us"}) {
     CAPTURE(bad);
     CHECK_THROWS_WITH(ddp::parse_ring_link(bad, "--link"), Contains("--link"));

@@ -11,6 +11,7 @@
 #include "dist/parallel/desync_diagnosis.hpp"
 #include "dist/parallel/ledger.hpp"
 #include "base/error.hpp"
+#include "base/who.hpp"
 
 namespace {
 
@@ -94,6 +95,38 @@ TEST_CASE("a tail travels through the store as text and comes back whole") {
   CHECK(back.entries[1].op == Op::Barrier);
   CHECK_FALSE(back.entries[1].done);
   CHECK_THROWS_AS(ddp::ledger::decode("not a tail"), ddp::Error);
+}
+
+TEST_CASE("a tail with a bad number is a ddp::Error naming the field and its line") {
+  const std::string rank_line = "rank 3\tnode01\t1003";
+  const std::string entry_line = "5\tall_reduce\tfloat32\t1001\t1\tstep 1";
+  const std::string good = ddp::ledger::encode(tail(3, {all_reduce(5, 1001, "step 1", true)}));
+  REQUIRE(good == "ddp-ledger 1\n" + rank_line + "\nreason timed out\n" + entry_line + "\n");
+  // One line spoilt at a time. std::stoi and its kin threw std::invalid_argument or
+  // std::out_of_range here, or read "-5" as 2^64 - 5 and "1e3" as 1 without a word.
+  struct Spoilt {
+    const std::string& line;
+    std::string bad_line;
+    std::string says;
+  };
+  const Spoilt cases[] = {
+      {rank_line, "rank x3\tnode01\t1003", "the rank \"x3\" is not a number"},
+      {rank_line, "rank 9999999999\tnode01\t1003", "the rank \"9999999999\" is not a number"},
+      {rank_line, "rank 3\tnode01\t", "the pid \"\" is not a number"},
+      {entry_line, "-5\tall_reduce\tfloat32\t1001\t1\tstep 1",
+       "the sequence number \"-5\" is not a number"},
+      {entry_line, "5\tall_reduce\tfloat32\t1e3\t1\tstep 1", "the count \"1e3\" is not a number"},
+      {entry_line, "5\tall_reduce\tfloat32\t1001\tyes\tstep 1",
+       "the done flag \"yes\" is neither 0 nor 1"},
+  };
+  for (const Spoilt& c : cases) {
+    std::string text = good;
+    text.replace(text.find(c.line), c.line.size(), c.bad_line);
+    CAPTURE(text);
+    CHECK_THROWS_AS(ddp::ledger::decode(text), ddp::Error);
+    CHECK_THROWS_WITH(ddp::ledger::decode(text),
+                      Catch::Contains(c.says) && Catch::Contains("\"" + c.bad_line + "\""));
+  }
 }
 
 TEST_CASE("numbers and entries read as a person writes them") {
