@@ -261,4 +261,15 @@ Variable Module::traced_call(const Variable& x) {
   return span ? trace_backward_enter(output, span) : output;
 }
 
+void Module::set_forward_hooks(ForwardPreHook pre, ForwardHook post) {
+  pre_hook_ = std::move(pre);
+  post_hook_ = std::move(post);
+}
+
+Variable Module::hooked_call(const Variable& x) {
+  if (pre_hook_) pre_hook_(*this);
+  Variable output = trace::enabled() && !trace_name_.empty() ? traced_call(x) : forward(x);
+  return post_hook_ ? post_hook_(*this, output) : output;
+}
+
 }  // namespace ddp::nn

@@ -6,12 +6,14 @@
 // parameters in a fixed order, their dotted names ("block2.shortcut.0.weight", exactly
 // PyTorch's state_dict names), train/eval mode, moving to a GPU, saving and loading.
 // A child can be swapped for another module of the same role (replace_child): chapter 06
-// turns every BatchNorm2d into a SyncBatchNorm2d that way. It does not do hooks,
-// parameter groups or deep copies. Every call of a module, top-level or from a parent's
-// forward, goes through operator(): that is where chapter 07's tracing sees it.
+// turns every BatchNorm2d into a SyncBatchNorm2d that way. It does not do parameter groups
+// or deep copies. Every call of a module, top-level or from a parent's forward, goes
+// through operator(): that is where chapter 07's tracing sees it, and where chapter 09's
+// forward hooks run (FSDP gathers a unit's parameters there).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -40,11 +42,21 @@ class Module {
   // a traced module records its call (Note [Tracing modules]); untraced, it is forward.
   virtual Variable forward(const Variable& x) = 0;
   Variable operator()(const Variable& x) {
+    if (pre_hook_ || post_hook_) [[unlikely]] return hooked_call(x);
     if (trace::enabled() && !trace_name_.empty()) [[unlikely]] {
       return traced_call(x);
     }
     return forward(x);
   }
+
+  // ---- Forward hooks (chapter 09) -------------------------------------------------------
+  // PyTorch's register_forward_pre_hook and register_forward_hook, one of each: `pre` runs
+  // before every call of this module, `post` after it and returns the output the caller
+  // gets (it may thread it through an op of its own). FSDP gathers a unit's parameters in
+  // `pre` and frees them in `post`. Empty functions remove them.
+  using ForwardPreHook = std::function<void(Module&)>;
+  using ForwardHook = std::function<Variable(Module&, const Variable& output)>;
+  void set_forward_hooks(ForwardPreHook pre, ForwardHook post);
   // One line for tables and messages: "Conv2d(1 -> 16, 3x3, stride 1, pad 1, no bias)".
   virtual std::string describe() const = 0;
 
@@ -126,12 +138,15 @@ class Module {
   void collect_modules(const std::string& prefix,
                        std::vector<std::pair<std::string, Module*>>& out);
   Variable traced_call(const Variable& x);  // operator() while tracing
+  Variable hooked_call(const Variable& x);  // operator() with forward hooks
 
   std::vector<std::pair<std::string, Variable>> parameters_;
   std::vector<std::pair<std::string, Variable>> buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
   std::string trace_name_;
+  ForwardPreHook pre_hook_;
+  ForwardHook post_hook_;
 };
 
 void trace_modules(Module& root, std::string root_name = "model");

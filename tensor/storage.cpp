@@ -1,6 +1,7 @@
 // Storage (see storage.hpp): memory comes from, and goes back to, the device's backend.
 #include "tensor/storage.hpp"
 
+#include "base/error.hpp"
 #include "tensor/backend.hpp"
 #include "tensor/cuda/caching_allocator.hpp"
 #include "tensor/cuda/device_info.hpp"
@@ -57,12 +58,34 @@ std::shared_ptr<Storage> Storage::pinned_host(std::size_t nbytes) {
 }
 
 Storage::~Storage() {
+  if (released_) return;  // given back already (release)
   if (pinned_ != nullptr) {
     pinned_->deallocate(data_);
   } else {
     backend_->deallocate(data_, nbytes_);
   }
   memory::on_free(category_, nbytes_);
+}
+
+void Storage::release() {
+  if (released_) return;
+  DDP_CHECK(pinned_ == nullptr, "Storage::release: page-locked staging memory is not released");
+  backend_->deallocate(data_, nbytes_);
+  memory::on_free(category_, nbytes_);
+  data_ = nullptr;
+  released_ = true;
+}
+
+void Storage::restore() {
+  if (!released_) return;
+  memory::on_allocate(category_, nbytes_);  // the budget applies again
+  try {
+    data_ = backend_->allocate(nbytes_);
+  } catch (...) {
+    memory::on_free(category_, nbytes_);
+    throw;
+  }
+  released_ = false;
 }
 
 void Storage::set_category(memory::Category category) {

@@ -34,6 +34,15 @@ class Storage {
   std::size_t nbytes() const { return nbytes_; }
   Device device() const { return device_; }
   bool is_pinned() const { return pinned_ != nullptr; }
+  // Chapter 09: gives the memory back while the Storage, and every tensor that views it,
+  // lives on; restore() allocates it again (contents undefined: the caller refills it).
+  // FSDP frees a unit's full parameters between uses this way while autograd still holds
+  // views of them for backward (PyTorch resizes the storage to 0). A tensor of a released
+  // storage refuses to hand out its data. Both are no-ops when already done.
+  void release();
+  void restore();
+  bool is_released() const { return released_; }
+
   // What the bytes are for (memory.hpp); set_category moves them to another count.
   memory::Category category() const { return category_; }
   void set_category(memory::Category category);
@@ -47,6 +56,7 @@ class Storage {
   std::size_t nbytes_;
   Device device_;
   memory::Category category_;
+  bool released_ = false;
 };
 
 }  // namespace ddp

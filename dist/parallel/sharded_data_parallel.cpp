@@ -73,7 +73,7 @@ ShardedDataParallel::~ShardedDataParallel() {
 }
 
 std::string ShardedDataParallel::who() const {
-  return detail::concat("ShardedDataParallel on rank ", group_.rank(), "/", group_.size());
+  return group_.who("ShardedDataParallel");
 }
 
 // ---- Forward, and the reduce-scatter in backward -----------------------------------------

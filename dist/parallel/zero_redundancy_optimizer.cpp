@@ -26,7 +26,7 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<Variable> parameter
 }
 
 std::string ZeroRedundancyOptimizer::who() const {
-  return detail::concat("ZeroRedundancyOptimizer on rank ", group_.rank(), "/", group_.size());
+  return group_.who("ZeroRedundancyOptimizer");
 }
 
 void ZeroRedundancyOptimizer::step() {

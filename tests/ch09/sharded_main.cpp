@@ -4,18 +4,22 @@
 //   ddprun --nproc-per-node 3 build/<dir>/tests/ch09_sharded --backend tcp
 //   mpirun -np 4 --oversubscribe build/<dir>/tests/ch09_sharded --backend mpi
 //
-// Every rank trains two copies of one small network (64 -> 37 -> 10, 2,785 parameters:
-// uneven shards at 3 and 4 ranks) for 5 steps on its rows of a global batch of 12: one
-// under DDP with a plain optimizer, the reference; one sharded (--scenario): zero1 is DDP
-// with ZeroRedundancyOptimizer, zero2 is ShardedDataParallel (two buckets: its first is
-// capped at 1 KiB). Each for SGD with momentum and for AdamW, without and with gradient
-// clipping. After every step the sharded copy's parameters must be within
+// Every rank trains two copies of one small network (64 -> 37 -> 23 -> 10, three Linear
+// layers, 3,519 parameters: uneven shards at 3 and 4 ranks) for 5 steps on its rows of a
+// global batch of 12: one under DDP with a plain optimizer, the reference; one sharded
+// (--scenario): zero1 is DDP with ZeroRedundancyOptimizer, zero2 is ShardedDataParallel
+// (two buckets: its first is capped at 1 KiB), fsdp is FullyShardedDataParallel (three
+// units, one per Linear). Each for SGD with momentum and for AdamW, without and with
+// gradient clipping. After every step the sharded copy's parameters must be within
 // Note [The sharded tolerance] of the reference's, and the same bits on every rank.
 // --plant makes a known bug, so that the tests can watch the checks fail:
 //   no-all-gather  the updated shards are not gathered (each rank keeps the others' old
 //                  values), as if the all-gather after the step were left out
 //   shard-offset   the shard's gradient is one element off its parameters
 //   sum            the reduce-scatter's sum is not divided by the world size (zero2)
+//   free-before-backward  fsdp: the units' full parameters are gathered for the forward and
+//                  freed before backward without being gathered again
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -26,6 +30,7 @@
 #include "base/error.hpp"
 #include "dist/init.hpp"
 #include "dist/parallel/distributed_data_parallel.hpp"
+#include "dist/parallel/fully_sharded_data_parallel.hpp"
 #include "dist/parallel/sharded_data_parallel.hpp"
 #include "dist/parallel/zero_redundancy_optimizer.hpp"
 #include "nn/adamw.hpp"
@@ -50,14 +55,13 @@ constexpr int kSteps = 5;
 // Note [The sharded tolerance]
 // ZeRO-1 steps a slice of one flat buffer with the same element-wise formulas that the
 // reference applies parameter by parameter, to the same averaged gradients: the same
-// operations on the same numbers (measured: 0 difference on every step, backend and world
-// size). ZeRO-2's gradients come from a reduce-scatter whose chunks are not the
-// all-reduce's, so from 3 ranks on a sum may add the same terms in another order (one unit
-// in the last place of a gradient), and with clipping the norm is a sum of per-rank
-// partial sums. Measured: zero1 0 on every step; zero2 0 at 2 ranks and up to 3e-8 at 3
-// and 4 (AdamW with clipping, tcp), the same after step 1 as after step 5. The tolerance,
-// 1e-6, allows those units and nothing more; the planted bugs are 3e-3 off or more after
-// their first step.
+// operations on the same numbers. ZeRO-2's and FSDP's gradients come from a reduce-scatter
+// whose chunks are not the all-reduce's, so from 3 ranks on a sum may add the same terms in
+// another order (one unit in the last place of a gradient), and with clipping the norm is a
+// sum of per-rank partial sums. Measured (tcp and mpi, 2 to 4 ranks): zero1 0 on every
+// step; zero2 and fsdp 0 to 1.5e-8 at 2 ranks with clipping, up to 3e-8 at 3 and 4, not
+// growing over the 5 steps. The tolerance, 1e-6, allows those units and nothing more; the
+// planted bugs are 3e-3 off or more after their first step.
 constexpr double kTolerance = 1e-6;
 
 std::shared_ptr<nn::Sequential> make_model() {
@@ -65,7 +69,9 @@ std::shared_ptr<nn::Sequential> make_model() {
   auto model = std::make_shared<nn::Sequential>();
   model->push_back(std::make_shared<nn::Linear>(kFeatures, 37, true, gen));
   model->push_back(std::make_shared<nn::ReLU>());
-  model->push_back(std::make_shared<nn::Linear>(37, 10, true, gen));
+  model->push_back(std::make_shared<nn::Linear>(37, 23, true, gen));
+  model->push_back(std::make_shared<nn::ReLU>());
+  model->push_back(std::make_shared<nn::Linear>(23, 10, true, gen));
   return model;
 }
 
@@ -130,38 +136,59 @@ class Sharded {
     if (scenario == "zero1") {
       ddp_ = std::make_unique<DistributedDataParallel>(model_, group);
       zero1_ = std::make_unique<ZeroRedundancyOptimizer>(model_->parameters(), group, make);
-    } else {
+    } else if (scenario == "zero2") {
       zero2_ = std::make_unique<ShardedDataParallel>(
           model_, group, make, ShardedOptions{.first_bucket_bytes = 1024});
+    } else {
+      fsdp_ = std::make_unique<FullyShardedDataParallel>(model_, group, make);
     }
+    plant_ = args.plant;
   }
   void forward_backward(const Tensor& x, const Tensor& y) {
     if (ddp_) {
       cross_entropy((*ddp_)(Variable(x)), y).backward();
       ddp_->average_gradients();
-    } else {
+    } else if (zero2_) {
       cross_entropy((*zero2_)(Variable(x)), y).backward();
+    } else if (plant_ == "free-before-backward") {
+      for (const auto& [name, child] : model_->children()) child->set_forward_hooks(nullptr, nullptr);
+      Variable loss;
+      {
+        const FullyShardedDataParallel::SummonFullParameters all(*fsdp_);
+        loss = cross_entropy((*fsdp_)(Variable(x)), y);
+      }  // every unit freed here, and nothing gathers them again for backward
+      loss.backward();
+    } else {
+      cross_entropy((*fsdp_)(Variable(x)), y).backward();
     }
   }
   void clip(double max_norm) {
-    if (zero1_) {
-      nn::clip_grad_norm(model_->parameters(), max_norm);
-    } else {
-      zero2_->clip_grad_norm(max_norm);
-    }
+    if (zero1_) nn::clip_grad_norm(model_->parameters(), max_norm);
+    if (zero2_) zero2_->clip_grad_norm(max_norm);
+    if (fsdp_) fsdp_->clip_grad_norm(max_norm);
   }
   void step() {
     if (zero1_) {
       zero1_->step();
       zero1_->zero_grad();
-    } else {
+    } else if (zero2_) {
       zero2_->step();
       zero2_->zero_grad();
+    } else {
+      fsdp_->step();
+      fsdp_->zero_grad();
     }
   }
+  // FSDP's parameters exist only while summoned: hold this while reading the model.
+  std::unique_ptr<FullyShardedDataParallel::SummonFullParameters> summon() {
+    if (!fsdp_) return nullptr;
+    return std::make_unique<FullyShardedDataParallel::SummonFullParameters>(*fsdp_);
+  }
+  FullyShardedDataParallel* fsdp() { return fsdp_.get(); }
   std::vector<Tensor> shard_gradients() const {  // zero2's averaged shards
     std::vector<Tensor> out;
-    for (std::size_t b = 0; b < zero2_->buckets().size(); ++b) out.push_back(zero2_->shard_gradient(b));
+    if (zero2_)
+      for (std::size_t b = 0; b < zero2_->buckets().size(); ++b) out.push_back(zero2_->shard_gradient(b));
     return out;
   }
   std::vector<Tensor> flat_buffers() const {
@@ -174,6 +201,7 @@ class Sharded {
     std::vector<ShardLayout> out;
     if (zero1_) out.push_back(zero1_->layout());
     if (zero2_) for (const FlatParameter& b : zero2_->buckets()) out.push_back(b.layout());
+    if (fsdp_) for (std::size_t u = 0; u < fsdp_->num_units(); ++u) out.push_back(fsdp_->unit(u).layout());
     return out;
   }
   const nn::Module& model() const { return *model_; }
@@ -183,6 +211,8 @@ class Sharded {
   std::unique_ptr<DistributedDataParallel> ddp_;
   std::unique_ptr<ZeroRedundancyOptimizer> zero1_;
   std::unique_ptr<ShardedDataParallel> zero2_;
+  std::unique_ptr<FullyShardedDataParallel> fsdp_;
+  std::string plant_;
 };
 
 // One run; returns the number of failed checks on this rank.
@@ -229,6 +259,7 @@ int run(const std::string& scenario, const std::string& optimizer, double clip,
       }
     }
 
+    const auto summoned = sharded.summon();  // fsdp: the full parameters, to compare
     const double difference = test::max_difference(sharded.model(), *reference);
     line += detail::concat(" ", difference);
     if (!(difference <= kTolerance)) {
@@ -250,11 +281,12 @@ int run(const std::string& scenario, const std::string& optimizer, double clip,
 }
 
 // Memory as exact numbers (tensor/memory.hpp), for the sharded copy alone with AdamW:
-// parameters = the padded flat buffers; after a synchronising backward, gradients = the
-// shards (zero2: the full gradients are freed) or DDP's buckets + the shard (zero1); after
-// the step, optimizer state = 8 bytes per element of the shards: 1/W of DDP's, give or take
-// the padding (fewer than W elements per flat buffer). Returns the number of failed checks
-// on this rank.
+// parameters = the padded flat buffers (fsdp: the shards only, outside forward and
+// backward, and at their peak no more than the shards + the two largest units); after a
+// synchronising backward, gradients = the shards (zero2, fsdp: the full gradients are
+// freed) or DDP's buckets + the shard (zero1); after the step, optimizer state = 8 bytes
+// per element of the shards: 1/W of DDP's, give or take the padding (fewer than W elements
+// per flat buffer). Returns the number of failed checks on this rank.
 int check_memory(const std::string& scenario, const Data& data, ProcessGroup& group) {
   namespace memory = ddp::memory;
   using memory::Category;
@@ -263,16 +295,25 @@ int check_memory(const std::string& scenario, const Data& data, ProcessGroup& gr
   const memory::Snapshot before = memory::snapshot();
   const auto grown = [&](Category c) { return memory::snapshot()[c].live - before[c].live; };
   Sharded sharded(scenario, "adamw", test::RankArgs{}, group);
-  std::int64_t padded = 0, shards = 0, numel = 0;
+  std::int64_t padded = 0, shards = 0, numel = 0, largest = 0, second = 0;
   for (const ShardLayout& l : sharded.layouts()) {
     padded += l.padded_numel();
     shards += l.shard_numel;
     numel += l.numel;
+    if (l.padded_numel() > largest) {
+      second = largest;
+      largest = l.padded_numel();
+    } else {
+      second = std::max(second, l.padded_numel());
+    }
   }
+  memory::reset_peaks();
   const Tensor x = data.inputs.narrow(0, rank * b, b).contiguous();
   const Tensor y = data.labels.narrow(0, rank * b, b).contiguous();
   sharded.forward_backward(x, y);
   const std::int64_t parameters = grown(Category::Parameters);
+  const std::int64_t parameters_peak =
+      memory::snapshot()[Category::Parameters].peak - before[Category::Parameters].live;
   const std::int64_t gradients = grown(Category::Gradients);
   const std::int64_t communication = grown(Category::Communication);
   sharded.step();
@@ -286,21 +327,60 @@ int check_memory(const std::string& scenario, const Data& data, ProcessGroup& gr
                  scenario.c_str(), what, static_cast<long long>(got), static_cast<long long>(want));
     ++failures;
   };
-  expect("parameters", parameters, 4 * padded);
+  if (scenario == "fsdp") {
+    expect("parameters after backward", parameters, 4 * shards);
+    if (parameters_peak > 4 * (shards + largest + second)) {
+      expect("parameters at their peak (at most)", parameters_peak, 4 * (shards + largest + second));
+    }
+  } else {
+    expect("parameters", parameters, 4 * padded);
+  }
   expect("gradients after backward", gradients, want_gradients);
   // Communication is not checked to the byte: a tcp collective's task holds its buffers
   // until the communication thread drops it, a moment after Work::wait returns. zero1's
   // one lasting buffer (the all-gather's input, 4 x S) is there at least.
   if (scenario == "zero1" && communication < 4 * shards) expect("communication", communication, 4 * shards);
   expect("optimizer state after the step", state, 8 * shards);
-  std::printf("rank %d/%d (%s): %s memory: %lld parameters (%lld padded), gradients %lld B, "
-              "optimizer state %lld B = 8 x %lld (DDP's: %lld B)\n",
+  std::printf("rank %d/%d (%s): %s memory: %lld parameters (%lld padded), parameters held "
+              "%lld B (peak %lld B), gradients %lld B, optimizer state %lld B = 8 x %lld "
+              "(DDP's: %lld B)\n",
               rank, world, group.backend_name().c_str(), scenario.c_str(),
               static_cast<long long>(numel), static_cast<long long>(padded),
+              static_cast<long long>(parameters), static_cast<long long>(parameters_peak),
               static_cast<long long>(gradients), static_cast<long long>(state),
               static_cast<long long>(shards), static_cast<long long>(8 * numel));
   std::fflush(stdout);
   return failures;
+}
+
+// FSDP's order of gathers, frees and reduce-scatters over one training step of the three
+// units, against the schedule of fully_sharded_data_parallel.hpp: each unit gathered before
+// its forward with the next one prefetched, freed after it; gathered again before its
+// backward (the one before it prefetched), then reduce-scattered and freed. At most two
+// units are whole at any moment. Returns the number of failed checks on this rank.
+int check_order(const Data& data, ProcessGroup& group) {
+  const std::int64_t b = kGlobalBatch / group.size();
+  Sharded sharded("fsdp", "sgd", test::RankArgs{}, group);
+  FullyShardedDataParallel& fsdp = *sharded.fsdp();
+  fsdp.record_events(true);
+  const Tensor x = data.inputs.narrow(0, group.rank() * b, b).contiguous();
+  const Tensor y = data.labels.narrow(0, group.rank() * b, b).contiguous();
+  sharded.forward_backward(x, y);
+  const std::vector<std::string> expected = {
+      // forward
+      "gather 0", "gather 1", "free 0", "gather 2", "free 1", "free 2",
+      // backward, last unit first
+      "gather 2", "gather 1", "reduce-scatter 2", "free 2", "gather 0", "reduce-scatter 1",
+      "free 1", "reduce-scatter 0", "free 0"};
+  std::string got;
+  for (const std::string& e : fsdp.events()) got += (got.empty() ? "" : ", ") + e;
+  std::printf("rank %d/%d (%s): fsdp order: %s\n", group.rank(), group.size(),
+              group.backend_name().c_str(), got.c_str());
+  std::fflush(stdout);
+  if (fsdp.events() == expected) return 0;
+  std::fprintf(stderr, "rank %d: fsdp order: not the schedule of fully_sharded_data_parallel.hpp\n",
+               group.rank());
+  return 1;
 }
 
 }  // namespace
@@ -309,12 +389,14 @@ int main(int argc, char** argv) {
   int rank = -1;
   try {
     const test::RankArgs args = test::parse_rank_args(argc, argv, "ch09_sharded");
-    DDP_CHECK(args.scenario == "all" || args.scenario == "zero1" || args.scenario == "zero2",
-              "ch09_sharded: unknown --scenario '", args.scenario, "' (all, zero1, zero2)");
+    DDP_CHECK(args.scenario == "all" || args.scenario == "zero1" || args.scenario == "zero2" ||
+                  args.scenario == "fsdp",
+              "ch09_sharded: unknown --scenario '", args.scenario, "' (all, zero1, zero2, fsdp)");
     DDP_CHECK(args.plant == "none" || args.plant == "no-all-gather" ||
-                  args.plant == "shard-offset" || args.plant == "sum",
+                  args.plant == "shard-offset" || args.plant == "sum" ||
+                  args.plant == "free-before-backward",
               "ch09_sharded: unknown --plant '", args.plant,
-              "' (none, no-all-gather, shard-offset, sum)");
+              "' (none, no-all-gather, shard-offset, sum, free-before-backward)");
     InitOptions init;
     init.backend = args.backend;
     init.timeout = std::chrono::seconds(60);
@@ -323,15 +405,16 @@ int main(int argc, char** argv) {
     const Data data = make_data();
     int failures = 0;
     const std::vector<std::string> scenarios =
-        args.scenario == "all" ? std::vector<std::string>{"zero1", "zero2"}
+        args.scenario == "all" ? std::vector<std::string>{"zero1", "zero2", "fsdp"}
                                : std::vector<std::string>{args.scenario};
     for (const std::string& scenario : scenarios) {
       for (const char* optimizer : {"sgd", "adamw"}) {
-        for (const double clip : {0.0, 0.5}) {
+        for (const double clip : {0.0, 0.25}) {
           failures += run(scenario, optimizer, clip, args, data, *group);
         }
       }
       if (args.plant == "none") failures += check_memory(scenario, data, *group);
+      if (args.plant == "none" && scenario == "fsdp") failures += check_order(data, *group);
     }
     group->barrier()->wait(std::chrono::seconds(60));
     group->destroy();

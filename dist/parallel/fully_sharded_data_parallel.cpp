@@ -1,0 +1,225 @@
+// FullyShardedDataParallel (see fully_sharded_data_parallel.hpp): the units, their
+// gathers and frees around forward and backward, the reduce-scatter, the step.
+#include "dist/parallel/fully_sharded_data_parallel.hpp"
+
+#include <cmath>
+#include <utility>
+
+#include "autograd/engine.hpp"
+#include "autograd/grad_mode.hpp"
+#include "autograd/ops/backward_hook.hpp"
+#include "base/error.hpp"
+#include "dist/parallel/replica_check.hpp"
+#include "nn/clip_grad.hpp"
+#include "tensor/memory.hpp"
+
+namespace ddp {
+
+// ---- Construction: units, shards, hooks ---------------------------------------------------
+
+FullyShardedDataParallel::FullyShardedDataParallel(
+    std::shared_ptr<nn::Module> module, ProcessGroup& group,
+    const ZeroRedundancyOptimizer::MakeOptimizer& make, FsdpOptions options)
+    : module_(std::move(module)), group_(group), options_(options) {
+  DDP_CHECK(module_ != nullptr, "FullyShardedDataParallel: null module");
+  check_same_model(*module_, group_);  // the same layout on every rank, or an error on all
+  const std::size_t own = module_->parameters().size() -
+                          [&] {
+                            std::size_t in_children = 0;
+                            for (const auto& [name, child] : module_->children())
+                              in_children += child->parameters().size();
+                            return in_children;
+                          }();
+  DDP_CHECK(own == 0, who(), ": the wrapped module holds ", own,
+            " parameter(s) of its own; FSDP shards its children (the units), so every "
+            "parameter must belong to one of them");
+
+  NoGradGuard no_grad;
+  for (const auto& [name, child] : module_->children()) {
+    std::vector<Variable> parameters = child->parameters();
+    if (parameters.empty()) continue;  // a ReLU: nothing to shard
+    units_.emplace_back(name, child.get(),
+                        FlatParameter(std::move(parameters), group_.rank(), group_.size()));
+  }
+  DDP_CHECK(!units_.empty(), who(), ": the model has no parameters");
+  for (Unit& unit : units_) {
+    group_.broadcast(unit.flat.flat(), /*root=*/0)->wait(options_.timeout);  // rank 0's
+    Tensor kept = unit.flat.shard().clone();  // this rank's slice outlives the full buffer
+    memory::tag(kept, memory::Category::Parameters);
+    unit.shard = Variable(kept, /*requires_grad=*/true);
+    unit.shard.set_grad(zeros_like(kept));
+    shards_.push_back(unit.shard);
+    unit.flat.flat().storage()->release();
+  }
+  broadcast_buffers(*module_, group_, /*root=*/0, options_.timeout);
+  local_ = make(shards_);
+  DDP_CHECK(local_ != nullptr, who(), ": the MakeOptimizer function returned no optimizer");
+
+  for (std::size_t u = 0; u < units_.size(); ++u) {
+    units_[u].module->set_forward_hooks(
+        [this, u](nn::Module&) { before_forward(u); },
+        [this, u](nn::Module&, const Variable& output) { return after_forward(u, output); });
+    for (const Variable& p : units_[u].flat.parameters()) {
+      hooks_.emplace_back(p, p.register_grad_ready_hook([this, u](const Variable&) {
+                            on_gradient_ready(u);
+                          }));
+    }
+  }
+}
+
+FullyShardedDataParallel::~FullyShardedDataParallel() {
+  for (const auto& [p, id] : hooks_) p.remove_grad_ready_hook(id);
+  for (Unit& unit : units_) unit.module->set_forward_hooks(nullptr, nullptr);
+}
+
+std::string FullyShardedDataParallel::who() const { return group_.who("FullyShardedDataParallel"); }
+
+void FullyShardedDataParallel::note(const char* what, std::size_t u) {
+  if (recording_) events_.push_back(detail::concat(what, " ", u));
+}
+
+// ---- Gathering and freeing a unit ---------------------------------------------------------
+
+void FullyShardedDataParallel::start_gather(std::size_t u) {
+  Unit& unit = units_[u];
+  if (unit.gathered || unit.gather) return;  // there, or on its way
+  unit.flat.flat().storage()->restore();     // counted as parameters again (and budgeted)
+  unit.gather = group_.all_gather(unit.flat.flat(), unit.shard.data());
+  note("gather", u);
+}
+
+void FullyShardedDataParallel::wait_gathered(std::size_t u) {
+  Unit& unit = units_[u];
+  start_gather(u);
+  if (unit.gather) {
+    unit.gather->wait(options_.timeout);
+    unit.gather.reset();
+  }
+  unit.gathered = true;
+}
+
+void FullyShardedDataParallel::free_full(std::size_t u) {
+  Unit& unit = units_[u];
+  if (summoned_ > 0 || !unit.gathered) return;
+  unit.flat.flat().storage()->release();
+  unit.gathered = false;
+  note("free", u);
+}
+
+// ---- Forward ------------------------------------------------------------------------------
+
+Variable FullyShardedDataParallel::forward(const Variable& x) {
+  const bool trains = grad_enabled() && module_->is_training();
+  if (options_.broadcast_buffers && trains) {
+    broadcast_buffers(*module_, group_, /*root=*/0, options_.timeout);
+  }
+  if (grad_enabled()) {
+    DDP_CHECK(!(expecting_backward_ && callback_queued_), who(),
+              ": a forward while the last backward has not finished");
+    expecting_backward_ = require_sync_;
+    callback_queued_ = false;
+    for (Unit& unit : units_) unit.pending = unit.flat.parameters().size();
+  }
+  return (*module_)(x);
+}
+
+void FullyShardedDataParallel::before_forward(std::size_t u) {
+  wait_gathered(u);
+  if (options_.prefetch && u + 1 < units_.size()) start_gather(u + 1);
+}
+
+Variable FullyShardedDataParallel::after_forward(std::size_t u, const Variable& output) {
+  free_full(u);  // autograd keeps views of the weights: they are gathered again below
+  if (!output.requires_grad()) return output;
+  return ddp::before_backward(output, [this, u] { gather_for_backward(u); });
+}
+
+// ---- Backward -----------------------------------------------------------------------------
+
+void FullyShardedDataParallel::gather_for_backward(std::size_t u) {
+  wait_gathered(u);  // the memory autograd's saved weights view holds them again
+  if (options_.prefetch && u > 0) start_gather(u - 1);
+}
+
+void FullyShardedDataParallel::on_gradient_ready(std::size_t u) {
+  if (!expecting_backward_) return;  // under no_sync: the full gradients accumulate
+  if (!callback_queued_) {
+    callback_queued_ = true;
+    queue_backward_callback([this] { finish_backward(); });
+  }
+  Unit& unit = units_[u];
+  DDP_CHECK(unit.pending > 0, who(), ": unit ", u, " (", unit.name,
+            ") got more gradients than it has parameters in one backward");
+  if (--unit.pending > 0) return;
+  // Every op that used the unit's weights has run (each produced a weight gradient).
+  unit.padded_gradients = empty({unit.flat.layout().padded_numel()},
+                                {.device = unit.flat.flat().device()});
+  memory::tag(unit.padded_gradients, memory::Category::Communication);
+  unit.flat.copy_gradients(unit.padded_gradients, who());
+  for (const Variable& p : unit.flat.parameters()) p.zero_grad();  // the full gradients go
+  Tensor shard_grad = unit.shard.grad();
+  unit.reduce = group_.reduce_scatter(shard_grad, unit.padded_gradients, ReduceOp::Sum);
+  note("reduce-scatter", u);
+  free_full(u);
+}
+
+void FullyShardedDataParallel::finish_backward() {
+  expecting_backward_ = false;
+  const float inverse_world = 1.0f / static_cast<float>(group_.size());
+  for (std::size_t u = 0; u < units_.size(); ++u) {
+    Unit& unit = units_[u];
+    DDP_CHECK(unit.reduce != nullptr, who(), ": backward ended before unit ", u, " (",
+              unit.name, ") had all its gradients: sharded training needs every parameter's");
+    unit.reduce->wait(options_.timeout);
+    unit.reduce.reset();
+    unit.padded_gradients = Tensor();
+    Tensor(unit.shard.grad()).mul_(inverse_world);  // the sum over ranks -> the average
+  }
+}
+
+// ---- The step -----------------------------------------------------------------------------
+
+double FullyShardedDataParallel::clip_grad_norm(double max_norm) {
+  NoGradGuard no_grad;
+  const double local = nn::grad_norm_squared(shards_);  // the padding adds zeros
+  Tensor total = from_data(std::vector<float>{static_cast<float>(local)}, {1});
+  group_.all_reduce(total, ReduceOp::Sum)->wait(options_.timeout);
+  const double norm = std::sqrt(static_cast<double>(total.item<float>()));
+  nn::scale_grads(shards_, nn::clip_coefficient(norm, max_norm));
+  return norm;
+}
+
+void FullyShardedDataParallel::step() {
+  NoGradGuard no_grad;
+  local_->step();  // the kept slices; the next forward gathers them
+  if (summoned_ > 0) {  // inside SummonFullParameters: keep the full copies current
+    for (std::size_t u = 0; u < units_.size(); ++u) {
+      units_[u].gathered = false;
+      units_[u].flat.flat().storage()->release();
+      wait_gathered(u);
+    }
+  }
+}
+
+void FullyShardedDataParallel::zero_grad() {
+  for (const Variable& shard : shards_) Tensor(shard.grad()).zero_();
+  for (const Unit& unit : units_) {
+    for (const Variable& p : unit.flat.parameters()) p.zero_grad();
+  }
+}
+
+// ---- Summoning the full parameters ------------------------------------------------------
+
+FullyShardedDataParallel::SummonFullParameters::SummonFullParameters(
+    FullyShardedDataParallel& fsdp)
+    : fsdp_(fsdp) {
+  if (fsdp_.summoned_++ > 0) return;
+  for (std::size_t u = 0; u < fsdp_.units_.size(); ++u) fsdp_.wait_gathered(u);
+}
+
+FullyShardedDataParallel::SummonFullParameters::~SummonFullParameters() {
+  if (--fsdp_.summoned_ > 0) return;
+  for (std::size_t u = 0; u < fsdp_.units_.size(); ++u) fsdp_.free_full(u);
+}
+
+}  // namespace ddp
