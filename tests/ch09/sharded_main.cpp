@@ -60,8 +60,12 @@ constexpr int kSteps = 5;
 // another order (one unit in the last place of a gradient), and with clipping the norm is a
 // sum of per-rank partial sums. Measured (tcp and mpi, 2 to 4 ranks): zero1 0 on every
 // step; zero2 and fsdp 0 to 1.5e-8 at 2 ranks with clipping, up to 3e-8 at 3 and 4, not
-// growing over the 5 steps. The tolerance, 1e-6, allows those units and nothing more; the
-// planted bugs are 3e-3 off or more after their first step.
+// growing over the 5 steps; accumulating micro-batches against one step over their rows
+// (a sum split in two, then added), up to 4.5e-8 after 5 steps. The tolerance, 1e-6,
+// allows those units and nothing more; the planted bugs are 3e-3 off or more after their
+// first step. An accumulation that forgets the 1/K is only 1e-5 off after its first step
+// with AdamW (m / sqrt(v) divides a gradient's scale out; only eps sees it), still 10x
+// the tolerance.
 constexpr double kTolerance = 1e-6;
 
 std::shared_ptr<nn::Sequential> make_model() {
@@ -161,6 +165,29 @@ class Sharded {
     } else {
       cross_entropy((*fsdp_)(Variable(x)), y).backward();
     }
+  }
+  // Gradient accumulation: K micro-batches, the first K-1 under no_sync, each loss / K.
+  void forward_backward_accumulated(const std::vector<Tensor>& xs, const std::vector<Tensor>& ys) {
+    const std::size_t k = xs.size();
+    const auto one = [&](std::size_t m) {
+      const Variable x(xs[m]);
+      const Variable out = ddp_ ? (*ddp_)(x) : zero2_ ? (*zero2_)(x) : (*fsdp_)(x);
+      mul(cross_entropy(out, ys[m]), 1.0 / static_cast<double>(k)).backward();
+    };
+    for (std::size_t m = 0; m + 1 < k; ++m) {
+      if (ddp_) {
+        const NoSyncGuard local = ddp_->no_sync();
+        one(m);
+      } else if (zero2_) {
+        const NoSyncGuard local = zero2_->no_sync();
+        one(m);
+      } else {
+        const NoSyncGuard local = fsdp_->no_sync();
+        one(m);
+      }
+    }
+    one(k - 1);  // this backward communicates the sum of all K
+    if (ddp_) ddp_->average_gradients();
   }
   void clip(double max_norm) {
     if (zero1_) nn::clip_grad_norm(model_->parameters(), max_norm);
@@ -353,6 +380,68 @@ int check_memory(const std::string& scenario, const Data& data, ProcessGroup& gr
   return failures;
 }
 
+// The parts' rows, one part after the other: (sum of rows, ...).
+Tensor rows_of(const std::vector<Tensor>& parts) {
+  std::int64_t rows = 0;
+  for (const Tensor& p : parts) rows += p.size(0);
+  Shape shape = parts[0].shape();
+  shape[0] = rows;
+  Tensor out = empty(shape, TensorOptions{.dtype = parts[0].dtype()});
+  std::int64_t first = 0;
+  for (const Tensor& p : parts) {
+    out.narrow(0, first, p.size(0)).copy_(p);
+    first += p.size(0);
+  }
+  return out;
+}
+
+// Gradient accumulation: K micro-batches per step (the first K-1 under no_sync, each
+// loss / K) against one step of plain DDP over the same rows at once, for 5 steps of
+// AdamW, with each of zero1 (DDP's no_sync), zero2 and fsdp. K = 2 at 2 and 3 ranks, 3 at
+// 4 (the 12 rows of a step split into K x W micro-batches). The mean of the K
+// micro-batches' mean losses is the mean loss over their rows, so the gradients are equal
+// up to the order of the sums: Note [The sharded tolerance]. Returns the failed checks.
+int check_accumulation(const std::string& scenario, const Data& data, ProcessGroup& group) {
+  const int world = group.size(), rank = group.rank();
+  const std::int64_t k = 6 % world == 0 ? 2 : 3;
+  const std::int64_t micro = kGlobalBatch / (k * world);
+  auto reference = make_model();
+  DistributedDataParallel ddp_reference(reference, group);
+  std::unique_ptr<nn::Optimizer> plain = make_optimizer("adamw", reference->parameters());
+  Sharded sharded(scenario, "adamw", test::RankArgs{}, group);
+  int failures = 0;
+  std::string line;
+  for (int s = 0; s < kSteps; ++s) {
+    std::vector<Tensor> xs, ys;  // this rank's micro-batch m: rows s*12 + (m*W + rank)*micro
+    for (std::int64_t m = 0; m < k; ++m) {
+      const std::int64_t first = s * kGlobalBatch + (m * world + rank) * micro;
+      xs.push_back(data.inputs.narrow(0, first, micro).contiguous());
+      ys.push_back(data.labels.narrow(0, first, micro).contiguous());
+    }
+    cross_entropy(ddp_reference(Variable(rows_of(xs))), rows_of(ys)).backward();
+    ddp_reference.average_gradients();
+    plain->step();
+    plain->zero_grad();
+    sharded.forward_backward_accumulated(xs, ys);
+    sharded.step();
+    const auto summoned = sharded.summon();
+    const double difference = test::max_difference(sharded.model(), *reference);
+    line += detail::concat(" ", difference);
+    if (!(difference <= kTolerance)) {
+      std::fprintf(stderr, "rank %d: %s accumulating %lld: step %d: parameters differ from "
+                   "DDP's by %g > %g\n", rank, scenario.c_str(), static_cast<long long>(k), s + 1,
+                   difference, kTolerance);
+      ++failures;
+    }
+  }
+  std::printf("rank %d/%d (%s): %s accumulating %lld micro-batches of %lld: max |sharded - ddp "
+              "in one step| after steps 1..%d:%s\n", rank, world, group.backend_name().c_str(),
+              scenario.c_str(), static_cast<long long>(k), static_cast<long long>(micro), kSteps,
+              line.c_str());
+  std::fflush(stdout);
+  return failures;
+}
+
 // FSDP's order of gathers, frees and reduce-scatters over one training step of the three
 // units, against the schedule of fully_sharded_data_parallel.hpp: each unit gathered before
 // its forward with the next one prefetched, freed after it; gathered again before its
@@ -415,6 +504,7 @@ int main(int argc, char** argv) {
       }
       if (args.plant == "none") failures += check_memory(scenario, data, *group);
       if (args.plant == "none" && scenario == "fsdp") failures += check_order(data, *group);
+      if (args.plant == "none") failures += check_accumulation(scenario, data, *group);
     }
     group->barrier()->wait(std::chrono::seconds(60));
     group->destroy();
