@@ -161,19 +161,31 @@ void FullyShardedDataParallel::on_gradient_ready(std::size_t u) {
   unit.reduce = group_.reduce_scatter(shard_grad, unit.padded_gradients, ReduceOp::Sum);
   note("reduce-scatter", u);
   free_full(u);
+  // At most two reduce-scatters in flight: the one before this is done (the ring runs
+  // them in order) and its padded buffer can go, so that the buffers never add up to a
+  // whole model's gradients.
+  for (std::size_t v = 0; v < units_.size(); ++v) {
+    if (v != u && units_[v].reduce) complete_reduce(v);
+  }
+}
+
+void FullyShardedDataParallel::complete_reduce(std::size_t u) {
+  Unit& unit = units_[u];
+  unit.reduce->wait(options_.timeout);
+  unit.reduce.reset();
+  unit.padded_gradients = Tensor();
+  Tensor(unit.shard.grad()).mul_(1.0f / static_cast<float>(group_.size()));  // sum -> average
+  unit.reduced = true;
 }
 
 void FullyShardedDataParallel::finish_backward() {
   expecting_backward_ = false;
-  const float inverse_world = 1.0f / static_cast<float>(group_.size());
   for (std::size_t u = 0; u < units_.size(); ++u) {
     Unit& unit = units_[u];
-    DDP_CHECK(unit.reduce != nullptr, who(), ": backward ended before unit ", u, " (",
-              unit.name, ") had all its gradients: sharded training needs every parameter's");
-    unit.reduce->wait(options_.timeout);
-    unit.reduce.reset();
-    unit.padded_gradients = Tensor();
-    Tensor(unit.shard.grad()).mul_(inverse_world);  // the sum over ranks -> the average
+    if (unit.reduce) complete_reduce(u);
+    DDP_CHECK(unit.reduced, who(), ": backward ended before unit ", u, " (", unit.name,
+              ") had all its gradients: sharded training needs every parameter's");
+    unit.reduced = false;
   }
 }
 

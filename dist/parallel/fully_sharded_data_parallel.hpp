@@ -105,6 +105,7 @@ class FullyShardedDataParallel {
     std::size_t pending = 0;           // parameters whose gradient has not come this backward
     Tensor padded_gradients;           // the reduce-scatter's input, while in flight
     std::shared_ptr<Work> reduce;
+    bool reduced = false;              // this backward's averaged gradient is in `shard`
   };
 
   std::string who() const;
@@ -116,6 +117,7 @@ class FullyShardedDataParallel {
   Variable after_forward(std::size_t u, const Variable& output);
   void gather_for_backward(std::size_t u);  // runs when the gradient reaches u's output
   void on_gradient_ready(std::size_t u);
+  void complete_reduce(std::size_t u);  // wait, free the padded buffer, divide by W
   void finish_backward();
 
   std::shared_ptr<nn::Module> module_;

@@ -119,6 +119,16 @@ void ShardedDataParallel::launch(std::size_t b) {
   Tensor shard_grad = shards_[b].grad();
   works_[b] = group_.reduce_scatter(shard_grad, padded, ReduceOp::Sum);
   in_flight_[b] = std::move(padded);  // kept until the reduce-scatter is done
+  // At most two in flight: the bucket before this one is done (the ring runs them in
+  // order), and its padded buffer goes, so the buffers never add up to all the gradients.
+  if (b > 0 && works_[b - 1]) complete(b - 1);
+}
+
+void ShardedDataParallel::complete(std::size_t b) {
+  works_[b]->wait(options_.timeout);
+  works_[b].reset();
+  in_flight_[b] = Tensor();
+  Tensor(shards_[b].grad()).mul_(1.0f / static_cast<float>(group_.size()));  // sum -> average
 }
 
 void ShardedDataParallel::finish_backward() {
@@ -126,12 +136,8 @@ void ShardedDataParallel::finish_backward() {
   DDP_CHECK(next_launch_ == buckets_.size(), who(), ": backward ended with bucket ",
             next_launch_, " of ", buckets_.size(),
             " not ready: a parameter got no gradient (sharded training needs every one)");
-  const float inverse_world = 1.0f / static_cast<float>(group_.size());
   for (std::size_t b = 0; b < buckets_.size(); ++b) {
-    works_[b]->wait(options_.timeout);
-    works_[b].reset();
-    in_flight_[b] = Tensor();
-    Tensor(shards_[b].grad()).mul_(inverse_world);  // the sum over ranks -> the average
+    if (works_[b]) complete(b);
   }
 }
 

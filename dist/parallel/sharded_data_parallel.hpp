@@ -81,7 +81,8 @@ class ShardedDataParallel {
   std::string who() const;
   void on_gradient_ready(std::size_t bucket);  // a parameter's hook
   void launch(std::size_t bucket);             // copy into the padded buffer, reduce-scatter
-  void finish_backward();                      // wait, divide by W, free the buffers
+  void complete(std::size_t bucket);           // wait, free its buffer, divide by W
+  void finish_backward();                      // complete what is still in flight
 
   std::shared_ptr<nn::Module> module_;
   ProcessGroup& group_;
