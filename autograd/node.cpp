@@ -26,8 +26,8 @@ std::vector<Tensor> AccumulateGrad::backward(const Tensor& grad_output) {
   if (!leaf.grad.defined()) {
     // First gradient since zero_grad(): keep a copy, never an alias of a tensor the
     // graph may still use.
+    const memory::Scope gradients(memory::Category::Gradients);  // counted as one from the start
     leaf.grad = grad_output.clone();
-    memory::tag(leaf.grad, memory::Category::Gradients);
   } else {
     leaf.grad.add_(grad_output);
   }

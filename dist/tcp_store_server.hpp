@@ -60,7 +60,7 @@ class TCPStoreServer {
     std::optional<Waiter> waiter;
 
     std::size_t unsent() const { return out.size() - out_sent; }
-    // Note [Bounded buffers]
+    // Note [Bounded buffers] (tcp_store_server.cpp) says why both limits.
     bool wants_input() const { return !closing && in.size() < kMaxRequestBytes; }
     bool may_answer() const { return unsent() < kMaxPendingReplyBytes; }
   };

@@ -17,7 +17,7 @@
 # and store call has a deadline, DDP_TIMEOUT seconds when set (ddp-train --timeout; unset:
 # ddp-train's default, kDefaultTimeout in base/deadline.hpp, 300 s):
 # a rank that dies or hangs ends the job within it, with a diagnosis, instead of burning
-# the allocation. Exit codes (dist/parallel/exit_codes.hpp): 0 done, 75 stopped on request
+# the allocation. Exit codes (base/exit_codes.hpp): 0 done, 75 stopped on request
 # (requeued here up to DDP_MAX_REQUEUES times, default 3), 4 the watchdog gave up, 1 an
 # error. A good run ends with "final: test accuracy XX.XX% ...". Settings: common.sh;
 # the failure zoo (what each failure prints, and what to do): tutorial/ch08_teardown.
@@ -63,7 +63,7 @@ case ${DDP_LAUNCH:-srun} in
   *) echo "launch: DDP_LAUNCH=${DDP_LAUNCH} is not one of srun, ddprun, mpirun" >&2; exit 2 ;;
 esac
 
-# 75: stopped on request, checkpoint written (dist/parallel/exit_codes.hpp). SLURM keeps
+# 75: stopped on request, checkpoint written (base/exit_codes.hpp). SLURM keeps
 # the job id, so the next run finds the checkpoint; it starts after SLURM's requeue delay
 # (the credential lifetime, AuthInfo cred_expire: 120 s by default) once resources are free.
 if ((rc == 75)) && ((${SLURM_RESTART_COUNT:-0} < ${DDP_MAX_REQUEUES:-3})); then

@@ -64,10 +64,9 @@ void AdamW::step() {
     Tensor& m = exp_avg_[i];
     Tensor& v = exp_avg_sq_[i];
     if (!m.defined()) {
+      const memory::Scope state(memory::Category::OptimizerState);
       m = zeros_like(p);
       v = zeros_like(p);
-      memory::tag(m, memory::Category::OptimizerState);
-      memory::tag(v, memory::Category::OptimizerState);
     }
     const double t = static_cast<double>(++steps_[i]);
     // Decoupled weight decay: the parameter shrinks, the moments never see the decay.

@@ -57,6 +57,7 @@ class Module {
   using ForwardPreHook = std::function<void(Module&)>;
   using ForwardHook = std::function<Variable(Module&, const Variable& output)>;
   void set_forward_hooks(ForwardPreHook pre, ForwardHook post);
+  bool has_forward_hooks() const { return pre_hook_ || post_hook_; }
   // One line for tables and messages: "Conv2d(1 -> 16, 3x3, stride 1, pad 1, no bias)".
   virtual std::string describe() const = 0;
 

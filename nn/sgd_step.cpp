@@ -21,8 +21,8 @@ void SGD::step() {
     if (o.momentum != 0.0) {
       Tensor& b = momentum_buffers_[i];
       if (!b.defined()) {
+        const memory::Scope state(memory::Category::OptimizerState);  // chapter 09's accounting
         b = d.clone();
-        memory::tag(b, memory::Category::OptimizerState);  // chapter 09's accounting
       } else {
         b.mul_(static_cast<float>(o.momentum)).add_(d, static_cast<float>(1.0 - o.dampening));
       }

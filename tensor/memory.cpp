@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "base/error.hpp"
+#include "base/units.hpp"
 #include "tensor/tensor.hpp"
 
 namespace ddp::memory {
@@ -47,7 +48,7 @@ thread_local Category t_current = Category::Activations;
 
 std::string mib(std::int64_t bytes) {
   char text[32];
-  std::snprintf(text, sizeof text, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+  std::snprintf(text, sizeof text, "%.1f MiB", static_cast<double>(bytes) / kMiB);
   return text;
 }
 
@@ -109,7 +110,7 @@ std::optional<std::int64_t> limit_from_environment() {
   DDP_CHECK(*end == '\0' && errno == 0 && megabytes > 0 && megabytes < (1LL << 40),
             "DDP_MEMORY_LIMIT_MB='", text,
             "' is not a budget: expected a positive whole number of MiB (e.g. 512)");
-  return megabytes * 1024 * 1024;
+  return megabytes * kMiB;
 }
 
 std::string format_table(const Snapshot& s) {
@@ -120,8 +121,8 @@ std::string format_table(const Snapshot& s) {
   out += line;
   const auto row = [&](std::string_view label, const Counts& c) {
     std::snprintf(line, sizeof line, "  %-16.*s %11.2f %11.2f %15lld\n",
-                  static_cast<int>(label.size()), label.data(), c.live / 1048576.0,
-                  c.peak / 1048576.0, static_cast<long long>(c.live));
+                  static_cast<int>(label.size()), label.data(), static_cast<double>(c.live) / kMiB,
+                  static_cast<double>(c.peak) / kMiB, static_cast<long long>(c.live));
     out += line;
   };
   for (int c = 0; c < kCategories; ++c) row(name(static_cast<Category>(c)), s.by_category[c]);

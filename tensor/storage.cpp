@@ -89,7 +89,7 @@ void Storage::restore() {
 }
 
 void Storage::set_category(memory::Category category) {
-  memory::on_retag(category_, category, nbytes_);
+  if (!released_) memory::on_retag(category_, category, nbytes_);  // released: no bytes held
   category_ = category;
 }
 

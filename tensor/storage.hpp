@@ -1,6 +1,7 @@
 // Storage: one owned block of memory on one device, shared by every tensor that views
 // it (through std::shared_ptr). Chapter 01; chapter 02 adds the CUDA caching allocator
-// behind it. Move-only by construction: the block is freed exactly once, by ~Storage.
+// behind it. Neither copied nor moved: the block is freed exactly once, by ~Storage or by
+// release() (chapter 09), whichever comes first.
 #pragma once
 
 #include <cstddef>

@@ -76,8 +76,8 @@ std::string Tensor::describe() const {
 void* Tensor::raw_data() const {
   DDP_CHECK(defined(), "raw_data() of an undefined tensor");
   DDP_CHECK(!storage_->is_released(), "a ", describe(),
-            " tensor whose memory was released (Storage::release: FSDP frees a unit's full "
-            "parameters between its uses) was used before its memory came back");
+            " tensor whose memory was released (Storage::release) was used before its memory "
+            "came back (Storage::restore)");
   return static_cast<char*>(storage_->data()) +
          offset_ * static_cast<std::int64_t>(element_size(dtype_));
 }

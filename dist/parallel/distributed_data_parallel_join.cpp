@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "autograd/grad_mode.hpp"
-#include "dist/launch_env.hpp"
 #include "dist/parallel/join.hpp"
 #include "dist/parallel/sync_batch_norm.hpp"
 #include "base/error.hpp"
@@ -38,8 +37,8 @@ std::unique_ptr<JoinHook> DistributedDataParallel::join_hook() {
   // A collective inside the model's forward has no shadow: the joined ranks do not run the
   // model. SyncBatchNorm2d all-reduces batch statistics there.
   for (const auto& [name, module] : module_->named_modules()) {
-    DDP_CHECK(dynamic_cast<const SyncBatchNorm2d*>(module) == nullptr, "Join on rank ",
-              group_.rank(), "/", group_.size(), " (", host_name(), "): module '", name,
+    DDP_CHECK(dynamic_cast<const SyncBatchNorm2d*>(module) == nullptr, group_.who("Join"),
+              ": module '", name,
               "' is a SyncBatchNorm2d, whose forward all-reduces batch statistics that a rank "
               "which has joined cannot shadow\nhint: use BatchNorm2d inside a Join, or give "
               "every rank the same number of batches (DistributedSampler, drop_last)");

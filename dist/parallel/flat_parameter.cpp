@@ -25,8 +25,10 @@ FlatParameter::FlatParameter(std::vector<Variable> parameters, int rank, int wor
   }
   layout_ = make_shard_layout(numel, world);
   NoGradGuard no_grad;
-  flat_ = zeros({layout_.padded_numel()}, {.device = device});
-  memory::tag(flat_, memory::Category::Parameters);
+  {
+    const memory::Scope model_state(memory::Category::Parameters);
+    flat_ = zeros({layout_.padded_numel()}, {.device = device});
+  }
   for (std::size_t i = 0; i < parameters_.size(); ++i) {
     Tensor& p = parameters_[i].data();  // the parameter's own handle: reseated below
     Tensor place = flat_.narrow(0, offsets_[i], p.numel());
@@ -57,6 +59,9 @@ void FlatParameter::copy_gradients(Tensor& padded, const std::string& who) const
 }
 
 void FlatParameter::copy_shard_gradients(Tensor& shard, const std::string& who) const {
+  // Every parameter checked, not only those in this rank's slice: a missing gradient must
+  // stop every rank here, not one rank while the others wait in the next collective.
+  for (std::size_t i = 0; i < parameters_.size(); ++i) static_cast<void>(gradient(i, who));
   const std::int64_t begin = layout_.begin(rank_), end = layout_.real_end(rank_);
   for (std::size_t i = 0; i < parameters_.size(); ++i) {
     const std::int64_t first = std::max(begin, offsets_[i]);

@@ -37,7 +37,8 @@ class FlatParameter {
   // parameter without a gradient is an error naming it and `who`.
   void copy_gradients(Tensor& padded, const std::string& who) const;
   // Copies this rank's slice of the parameters' gradients into `shard` (S); the padding
-  // part is left as it is (zero, when `shard` started zero).
+  // part is left as it is (zero, when `shard` started zero). Every parameter must have a
+  // gradient, also those outside the slice (the same error on every rank).
   void copy_shard_gradients(Tensor& shard, const std::string& who) const;
 
  private:

@@ -22,7 +22,7 @@ FullyShardedDataParallel::FullyShardedDataParallel(
     const ZeroRedundancyOptimizer::MakeOptimizer& make, FsdpOptions options)
     : module_(std::move(module)), group_(group), options_(options) {
   DDP_CHECK(module_ != nullptr, "FullyShardedDataParallel: null module");
-  check_same_model(*module_, group_);  // the same layout on every rank, or an error on all
+  check_same_model(*module_, group_, "FullyShardedDataParallel");  // or an error on every rank
   const std::size_t own = module_->parameters().size() -
                           [&] {
                             std::size_t in_children = 0;
@@ -44,8 +44,11 @@ FullyShardedDataParallel::FullyShardedDataParallel(
   DDP_CHECK(!units_.empty(), who(), ": the model has no parameters");
   for (Unit& unit : units_) {
     group_.broadcast(unit.flat.flat(), /*root=*/0)->wait(options_.timeout);  // rank 0's
-    Tensor kept = unit.flat.shard().clone();  // this rank's slice outlives the full buffer
-    memory::tag(kept, memory::Category::Parameters);
+    Tensor kept;  // this rank's slice outlives the full buffer
+    {
+      const memory::Scope parameters(memory::Category::Parameters);
+      kept = unit.flat.shard().clone();
+    }
     unit.shard = Variable(kept, /*requires_grad=*/true);
     unit.shard.set_grad(zeros_like(kept));
     shards_.push_back(unit.shard);
@@ -56,6 +59,8 @@ FullyShardedDataParallel::FullyShardedDataParallel(
   DDP_CHECK(local_ != nullptr, who(), ": the MakeOptimizer function returned no optimizer");
 
   for (std::size_t u = 0; u < units_.size(); ++u) {
+    DDP_CHECK(!units_[u].module->has_forward_hooks(), who(), ": unit ", u, " (", units_[u].name,
+              ") has forward hooks already (another FSDP around it?): a module has one pair");
     units_[u].module->set_forward_hooks(
         [this, u](nn::Module&) { before_forward(u); },
         [this, u](nn::Module&, const Variable& output) { return after_forward(u, output); });
@@ -142,28 +147,36 @@ void FullyShardedDataParallel::gather_for_backward(std::size_t u) {
 }
 
 void FullyShardedDataParallel::on_gradient_ready(std::size_t u) {
-  if (!expecting_backward_) return;  // under no_sync: the full gradients accumulate
-  if (!callback_queued_) {
-    callback_queued_ = true;
-    queue_backward_callback([this] { finish_backward(); });
-  }
   Unit& unit = units_[u];
   DDP_CHECK(unit.pending > 0, who(), ": unit ", u, " (", unit.name,
             ") got more gradients than it has parameters in one backward");
   if (--unit.pending > 0) return;
   // Every op that used the unit's weights has run (each produced a weight gradient).
-  unit.padded_gradients = empty({unit.flat.layout().padded_numel()},
-                                {.device = unit.flat.flat().device()});
-  memory::tag(unit.padded_gradients, memory::Category::Communication);
+  if (!expecting_backward_) {  // under no_sync: the full gradients accumulate; u can go
+    free_full(u);
+    return;
+  }
+  if (!callback_queued_) {
+    callback_queued_ = true;
+    queue_backward_callback([this] { finish_backward(); });
+  }
+  {
+    const memory::Scope communication(memory::Category::Communication);
+    unit.padded_gradients =
+        empty({unit.flat.layout().padded_numel()}, {.device = unit.flat.flat().device()});
+    unit.summed = empty({unit.flat.layout().shard_numel}, {.device = unit.flat.flat().device()});
+  }
   unit.flat.copy_gradients(unit.padded_gradients, who());
   for (const Variable& p : unit.flat.parameters()) p.zero_grad();  // the full gradients go
-  Tensor shard_grad = unit.shard.grad();
-  unit.reduce = group_.reduce_scatter(shard_grad, unit.padded_gradients, ReduceOp::Sum);
+  // Into a buffer of its own, added to the shard's gradient when done: a second backward
+  // without zero_grad adds to the first, as DDP's gradients do.
+  unit.reduce = group_.reduce_scatter(unit.summed, unit.padded_gradients, ReduceOp::Sum);
   note("reduce-scatter", u);
   free_full(u);
-  // At most two reduce-scatters in flight: the one before this is done (the ring runs
-  // them in order) and its padded buffer can go, so that the buffers never add up to a
-  // whole model's gradients.
+  // Wait for the unit before this one here, inside backward: its padded buffer can go
+  // then, so that the buffers in flight never add up to a whole model's gradients. The
+  // ring runs the collectives in order, so it is done or nearly; the wait costs a little
+  // overlap.
   for (std::size_t v = 0; v < units_.size(); ++v) {
     if (v != u && units_[v].reduce) complete_reduce(v);
   }
@@ -174,7 +187,9 @@ void FullyShardedDataParallel::complete_reduce(std::size_t u) {
   unit.reduce->wait(options_.timeout);
   unit.reduce.reset();
   unit.padded_gradients = Tensor();
-  Tensor(unit.shard.grad()).mul_(1.0f / static_cast<float>(group_.size()));  // sum -> average
+  // The sum over ranks -> the average, added to what the shard's gradient held.
+  Tensor(unit.shard.grad()).add_(unit.summed, 1.0f / static_cast<float>(group_.size()));
+  unit.summed = Tensor();
   unit.reduced = true;
 }
 
@@ -194,9 +209,11 @@ void FullyShardedDataParallel::finish_backward() {
 double FullyShardedDataParallel::clip_grad_norm(double max_norm) {
   NoGradGuard no_grad;
   const double local = nn::grad_norm_squared(shards_);  // the padding adds zeros
-  Tensor total = from_data(std::vector<float>{static_cast<float>(local)}, {1});
+  // On the shards' device: NCCL all-reduces GPU memory only.
+  Tensor total =
+      from_data(std::vector<float>{static_cast<float>(local)}, {1}, shards_.front().device());
   group_.all_reduce(total, ReduceOp::Sum)->wait(options_.timeout);
-  const double norm = std::sqrt(static_cast<double>(total.item<float>()));
+  const double norm = std::sqrt(static_cast<double>(total.cpu().item<float>()));
   nn::scale_grads(shards_, nn::clip_coefficient(norm, max_norm));
   return norm;
 }
@@ -223,13 +240,19 @@ void FullyShardedDataParallel::zero_grad() {
 // ---- Summoning the full parameters ------------------------------------------------------
 
 FullyShardedDataParallel::SummonFullParameters::SummonFullParameters(
-    FullyShardedDataParallel& fsdp)
-    : fsdp_(fsdp) {
-  if (fsdp_.summoned_++ > 0) return;
-  for (std::size_t u = 0; u < fsdp_.units_.size(); ++u) fsdp_.wait_gathered(u);
+    FullyShardedDataParallel& fsdp, bool writeback)
+    : fsdp_(fsdp), writeback_(writeback) {
+  if (fsdp_.summoned_ == 0) {
+    for (std::size_t u = 0; u < fsdp_.units_.size(); ++u) fsdp_.wait_gathered(u);
+  }
+  ++fsdp_.summoned_;  // after the gathers: a failed one leaves nothing half summoned
 }
 
 FullyShardedDataParallel::SummonFullParameters::~SummonFullParameters() {
+  if (writeback_) {
+    NoGradGuard no_grad;
+    for (Unit& unit : fsdp_.units_) unit.shard.data().copy_(unit.flat.shard());
+  }
   if (--fsdp_.summoned_ > 0) return;
   for (std::size_t u = 0; u < fsdp_.units_.size(); ++u) fsdp_.free_full(u);
 }

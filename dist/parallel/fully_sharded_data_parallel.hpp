@@ -70,16 +70,19 @@ class FullyShardedDataParallel {
   void zero_grad();
 
   // While it lives, every unit's full parameters are gathered (PyTorch's
-  // summon_full_params): to compare, evaluate or save the whole model.
+  // summon_full_params): to compare, evaluate or save the whole model. With `writeback`,
+  // what was written into them (a checkpoint loaded) goes back into this rank's shards at
+  // the end; every rank must then write the same values.
   class SummonFullParameters {
    public:
-    explicit SummonFullParameters(FullyShardedDataParallel& fsdp);
+    explicit SummonFullParameters(FullyShardedDataParallel& fsdp, bool writeback = false);
     ~SummonFullParameters();
     SummonFullParameters(const SummonFullParameters&) = delete;
     SummonFullParameters& operator=(const SummonFullParameters&) = delete;
 
    private:
     FullyShardedDataParallel& fsdp_;
+    bool writeback_;
   };
 
   nn::Optimizer& local_optimizer() { return *local_; }
@@ -104,6 +107,7 @@ class FullyShardedDataParallel {
     bool gathered = false;             // flat holds the full parameters
     std::size_t pending = 0;           // parameters whose gradient has not come this backward
     Tensor padded_gradients;           // the reduce-scatter's input, while in flight
+    Tensor summed;                     // its output (S), added to the shard's gradient
     std::shared_ptr<Work> reduce;
     bool reduced = false;              // this backward's averaged gradient is in `shard`
   };

@@ -7,7 +7,9 @@
 // has run out, and then every rank takes the model of the last rank to finish. Our version
 // of PyTorch's torch.distributed.algorithms.Join. It sees the model only through the
 // Joinable interface (joinable.hpp), which DDP implements; it holds one Joinable (not a
-// list, as PyTorch: no ZeRO optimizer here). No collectives in constructor or destructor.
+// list, as PyTorch, whose ZeroRedundancyOptimizer is Joinable too: chapter 09's sharded
+// classes are not, and do not go inside a Join). No collectives in constructor or
+// destructor.
 //
 //   Join join(ddp, JoinOptions{.divide_by_initial_world_size = true});
 //   for (const Batch& batch : my_batches) {      // each rank its own number of batches

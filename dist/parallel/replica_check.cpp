@@ -32,7 +32,7 @@ std::vector<std::string> describe_replica(const nn::Module& module) {
   return lines;
 }
 
-void check_same_model(const nn::Module& module, ProcessGroup& group) {
+void check_same_model(const nn::Module& module, ProcessGroup& group, std::string_view who) {
   std::string mine;  // the lines, '\n' between them
   for (const std::string& line : describe_replica(module)) {
     mine += (mine.empty() ? "" : "\n") + line;
@@ -55,7 +55,7 @@ void check_same_model(const nn::Module& module, ProcessGroup& group) {
     first = detail::concat("first difference at entry ", i + 1, ": rank 0 has ",
                            entry(reference, i), ", rank ", r, " has ", entry(theirs, i));
   }
-  DDP_CHECK(differing.empty(), "DistributedDataParallel: ", name_ranks(differing),
+  DDP_CHECK(differing.empty(), who, ": ", name_ranks(differing),
             differing.size() == 1 ? " holds" : " hold", " a different model than rank 0 (",
             reference.size(), " parameters and buffers on rank 0): ", first,
             "\nhint: every rank must build the same network with the same flags");

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "dist/process_group.hpp"
@@ -28,7 +29,9 @@ std::vector<std::string> describe_replica(const nn::Module& module);
 //   DistributedDataParallel: rank 1 holds a different model than rank 0 (4 parameters and
 //   buffers on rank 0): first difference at entry 3: rank 0 has 'parameter 1.weight
 //   float32 (2, 8)', rank 1 has 'parameter 1.weight float32 (3, 8)'
-void check_same_model(const nn::Module& module, ProcessGroup& group);
+// `who` names the caller in the error ("DistributedDataParallel", "ShardedDataParallel").
+void check_same_model(const nn::Module& module, ProcessGroup& group,
+                      std::string_view who = "DistributedDataParallel");
 
 // FNV-1a over the bytes of every parameter, in order (buffers are left out: without
 // broadcast_buffers they may differ by design).

@@ -24,7 +24,7 @@ ShardedDataParallel::ShardedDataParallel(std::shared_ptr<nn::Module> module,
                                          ShardedOptions options)
     : module_(std::move(module)), group_(group), options_(options) {
   DDP_CHECK(module_ != nullptr, "ShardedDataParallel: null module");
-  check_same_model(*module_, group_);  // the same layout on every rank, or an error on all
+  check_same_model(*module_, group_, "ShardedDataParallel");  // or an error on every rank
   const std::vector<Variable> parameters = module_->parameters();
   DDP_CHECK(!parameters.empty(), who(), ": the model has no parameters");
 
@@ -58,6 +58,7 @@ ShardedDataParallel::ShardedDataParallel(std::shared_ptr<nn::Module> module,
 
   pending_.assign(buckets_.size(), 0);
   in_flight_.resize(buckets_.size());
+  summed_.resize(buckets_.size());
   works_.resize(buckets_.size());
   for (std::size_t b = 0; b < buckets_.size(); ++b) {
     for (const Variable& p : buckets_[b].parameters()) {
@@ -112,15 +113,19 @@ void ShardedDataParallel::on_gradient_ready(std::size_t bucket) {
 
 void ShardedDataParallel::launch(std::size_t b) {
   FlatParameter& bucket = buckets_[b];
+  const memory::Scope communication(memory::Category::Communication);
   Tensor padded = empty({bucket.layout().padded_numel()}, {.device = bucket.flat().device()});
-  memory::tag(padded, memory::Category::Communication);
   bucket.copy_gradients(padded, who());
   for (const Variable& p : bucket.parameters()) p.zero_grad();  // the full gradients go
-  Tensor shard_grad = shards_[b].grad();
-  works_[b] = group_.reduce_scatter(shard_grad, padded, ReduceOp::Sum);
+  // Into a buffer of its own, added to the shard's gradient when done: a second backward
+  // without zero_grad adds to the first, as DDP's gradients do.
+  Tensor summed = empty({bucket.layout().shard_numel}, {.device = bucket.flat().device()});
+  works_[b] = group_.reduce_scatter(summed, padded, ReduceOp::Sum);
   in_flight_[b] = std::move(padded);  // kept until the reduce-scatter is done
-  // At most two in flight: the bucket before this one is done (the ring runs them in
-  // order), and its padded buffer goes, so the buffers never add up to all the gradients.
+  summed_[b] = std::move(summed);
+  // Wait for the bucket before this one here, inside backward: its padded buffer can go
+  // then, so that the buffers in flight never add up to all the gradients. The ring runs
+  // the collectives in order, so it is done or nearly; the wait costs a little overlap.
   if (b > 0 && works_[b - 1]) complete(b - 1);
 }
 
@@ -128,7 +133,9 @@ void ShardedDataParallel::complete(std::size_t b) {
   works_[b]->wait(options_.timeout);
   works_[b].reset();
   in_flight_[b] = Tensor();
-  Tensor(shards_[b].grad()).mul_(1.0f / static_cast<float>(group_.size()));  // sum -> average
+  // The sum over ranks -> the average, added to what the shard's gradient held.
+  Tensor(shards_[b].grad()).add_(summed_[b], 1.0f / static_cast<float>(group_.size()));
+  summed_[b] = Tensor();
 }
 
 void ShardedDataParallel::finish_backward() {
@@ -147,9 +154,11 @@ double ShardedDataParallel::clip_grad_norm(double max_norm) {
   NoGradGuard no_grad;
   // The padding's gradients are zero: they add nothing to the sum.
   const double local = nn::grad_norm_squared(shards_);
-  Tensor total = from_data(std::vector<float>{static_cast<float>(local)}, {1});
+  // On the shards' device: NCCL all-reduces GPU memory only.
+  Tensor total =
+      from_data(std::vector<float>{static_cast<float>(local)}, {1}, shards_.front().device());
   group_.all_reduce(total, ReduceOp::Sum)->wait(options_.timeout);
-  const double norm = std::sqrt(static_cast<double>(total.item<float>()));
+  const double norm = std::sqrt(static_cast<double>(total.cpu().item<float>()));
   nn::scale_grads(shards_, nn::clip_coefficient(norm, max_norm));
   return norm;
 }
@@ -159,9 +168,9 @@ void ShardedDataParallel::step() {
   local_->step();
   std::vector<Tensor> sends;
   std::vector<std::shared_ptr<Work>> gathers;
+  const memory::Scope communication(memory::Category::Communication);
   for (std::size_t b = 0; b < buckets_.size(); ++b) {
     Tensor send = shards_[b].data().clone();  // the input must not alias the output
-    memory::tag(send, memory::Category::Communication);
     gathers.push_back(group_.all_gather(buckets_[b].flat(), send));
     sends.push_back(std::move(send));
   }

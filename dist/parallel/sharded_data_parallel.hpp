@@ -99,6 +99,7 @@ class ShardedDataParallel {
   std::vector<std::size_t> pending_;  // per bucket: parameters not ready yet
   std::size_t next_launch_ = 0;       // buckets launch in order: Note [Launch order]
   std::vector<Tensor> in_flight_;     // per bucket: the padded gradients being reduced
+  std::vector<Tensor> summed_;        // per bucket: the reduce-scatter's output (S_b)
   std::vector<std::shared_ptr<Work>> works_;
 };
 

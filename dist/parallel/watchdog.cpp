@@ -13,7 +13,7 @@
 
 #include "dist/launch_env.hpp"  // host_name, process_label
 #include "dist/parallel/desync_diagnosis.hpp"
-#include "dist/parallel/exit_codes.hpp"
+#include "base/exit_codes.hpp"
 #include "dist/tcp_store.hpp"  // kStoreConflictKey
 #include "base/error.hpp"
 #include "base/text.hpp"  // one_line

@@ -10,7 +10,7 @@
 //
 // It forwards every collective to the group it wraps (any backend) and records it
 // (dist/parallel/ledger.hpp). It does not retry, recover or restart: a watched group that
-// fails ends the process, with exit code kExitWatchdog (dist/parallel/exit_codes.hpp).
+// fails ends the process, with exit code kExitWatchdog (base/exit_codes.hpp).
 #pragma once
 
 #include <atomic>

@@ -25,7 +25,8 @@
 // whole parameters instead (a greedy partition by size); DeepSpeed's ZeRO shards flat
 // buffers, as here, so the state per rank is its shard to within the padding.
 // Every parameter must have a gradient at every step: a flat shard cannot skip part of
-// itself (a parameter without one is an error naming it).
+// itself (a parameter without one is an error naming it). Not inside chapter 08's Join:
+// a rank that has joined would not shadow the step's all-gather.
 #pragma once
 
 #include <chrono>
@@ -68,6 +69,7 @@ class ZeroRedundancyOptimizer final : public nn::Optimizer {
   }
 
   const ShardLayout& layout() const { return flat_.layout(); }
+  const FlatParameter& flat_parameter() const { return flat_; }
   const Tensor& flat_parameters() const { return flat_.flat(); }  // (padded_numel)
   nn::Optimizer& local_optimizer() { return *local_; }
 

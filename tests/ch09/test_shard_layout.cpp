@@ -33,7 +33,9 @@ TEST_CASE("ShardLayout: every element has exactly one owner, shards are even",
           REQUIRE(owners[e] == -1);
           owners[e] = r;
         }
-        CHECK(l.real_numel(r) == std::max<std::int64_t>(0, std::min(l.end(r), numel) - l.begin(r)));
+        std::int64_t counted = 0;  // naive: this rank's elements below numel, one by one
+        for (std::int64_t e = l.begin(r); e < l.end(r); ++e) counted += e < numel ? 1 : 0;
+        CHECK(l.real_numel(r) == counted);
         real += l.real_numel(r);
       }
       CHECK(real == numel);
@@ -90,6 +92,13 @@ TEST_CASE("FlatParameter: the parameters become views of one padded buffer",
   Tensor shard = ddp::zeros({3});
   flat.copy_shard_gradients(shard, "test");
   CHECK(shard.to_vector<float>() == std::vector<float>{40, 50, 60});
+
+  // A slice across three parameters and the padding: world 2, S = 5, rank 1 owns [5, 10):
+  // w's last element, b, u, then one element of padding.
+  FlatParameter across({w, b, u}, /*rank=*/1, /*world=*/2);
+  Tensor five = ddp::full({5}, -7.0);
+  across.copy_shard_gradients(five, "test");
+  CHECK(five.to_vector<float>() == std::vector<float>{60, 70, 80, 90, -7});
 
   FlatParameter last({parameter({1, 2, 3, 4, 5}, {5})}, /*rank=*/3, /*world=*/4);  // S = 2
   Tensor none = ddp::full({2}, 7.0);

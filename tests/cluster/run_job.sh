@@ -143,9 +143,10 @@ case $method in
       (($(records | wc -l) > runs_before)) && record=$(records | tail -n 1)
     }
     rc=124
-    # Training has begun once rank 0 has printed its recipe and a few steps have passed.
-    if wait_for 60 log_has '^(\[rank 0\] )?ddp-train: device '; then
-      sleep 4
+    # Training has begun once rank 0 has printed its first progress line (a fifth of the
+    # epoch: step 12 of 63). Not a fixed sleep after the recipe: on an idle machine the
+    # 60 steps took 4 s, and a warning that came after them found nothing left to stop.
+    if wait_for 60 log_has '^(\[rank 0\] )?epoch [0-9]+/[0-9]+ step [0-9]+/'; then
       echo "scancel --signal=USR1 --batch $job_id   (the time-limit warning, now)"
       scancel --signal=USR1 --batch "$job_id"
       if wait_for 90 log_has '^launch: stopped on request \(75\); requeueing job'; then
@@ -242,8 +243,8 @@ case $method in
     log_has() { grep -Eq "$1" "$log" 2>/dev/null; }
     rc=124
     for ((waited = 0; waited < 300 && rc == 124; ++waited)); do
-      if log_has '^(\[rank 0\] )?ddp-train: device '; then
-        sleep 4
+      # Once training is under way (rank 0's first progress line: see sbatch-warned).
+      if log_has '^(\[rank 0\] )?epoch [0-9]+/[0-9]+ step [0-9]+/'; then
         echo "kill -TERM $pid   (Ctrl-C, or PBS at the walltime)"
         kill -TERM "$pid"
         rc=0

@@ -21,12 +21,12 @@ cd "$1"
 # layer: the folder, the project folders its files may include, the words that belong
 # to the layers above it (case-insensitive, outside comments).
 layers=(
-  "base|base|bucket|reducer|ledger|all_?reduce|process_?group|tensor|autograd"
-  "tensor|base tensor|bucket|reducer|ledger|all_?reduce|process_?group"
-  "autograd|base tensor autograd|bucket|reducer|ledger|all_?reduce|process_?group"
-  "nn|base tensor autograd nn|bucket|reducer|ledger|all_?reduce|process_?group"
-  "data|base tensor data|bucket|reducer|ledger|all_?reduce|process_?group"
-  "dist|base tensor dist|bucket|reducer|ledger|syncbatchnorm|distributed_?data_?parallel|nn::"
+  "base|base|bucket|reducer|ledger|all_?reduce|process_?group|fsdp|sharded_?data|zero_?redundancy|tensor|autograd"
+  "tensor|base tensor|bucket|reducer|ledger|all_?reduce|process_?group|fsdp|sharded_?data|zero_?redundancy"
+  "autograd|base tensor autograd|bucket|reducer|ledger|all_?reduce|process_?group|fsdp|sharded_?data|zero_?redundancy"
+  "nn|base tensor autograd nn|bucket|reducer|ledger|all_?reduce|process_?group|fsdp|sharded_?data|zero_?redundancy"
+  "data|base tensor data|bucket|reducer|ledger|all_?reduce|process_?group|fsdp|sharded_?data|zero_?redundancy"
+  "dist|base tensor dist|bucket|reducer|ledger|syncbatchnorm|distributed_?data_?parallel|fsdp|sharded_?data|zero_?redundancy|nn::"
   "dist/parallel|base tensor autograd nn data dist dist/parallel|"
 )
 

@@ -22,7 +22,8 @@ for lib in libgomp libcudart libcublas libnccl libmpi libopen-pal libEigen; do
 done
 # Code of the layers above base, by namespace-qualified names that only they define.
 symbols=$(nm -C "$bin")
-for name in 'ddp::Tensor' 'ddp::Storage' 'ddp::autograd' 'ddp::ProcessGroup' 'GOMP_' 'cuda[A-Z]'; do
+for name in 'ddp::Tensor' 'ddp::Storage' 'ddp::Variable' 'ddp::nn::' 'ddp::ProcessGroup' 'GOMP_' \
+    'cuda[A-Z]'; do
   if grep -qE "$name" <<<"$symbols"; then
     echo "ddprun carries '$name' code: $(grep -E "$name" <<<"$symbols" | head -1)"
     bad=$((bad + 1))

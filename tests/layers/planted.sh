@@ -52,6 +52,8 @@ expect 1 "base/x.hpp:2: names 'reducer'" \
 # ---- ddprun_links.sh on a program that links everything -------------------------------
 expect 1 "links libgomp" "ddp-train, which links OpenMP, fails the launcher's check" \
   bash "$here/ddprun_links.sh" "$ddp_train"
+expect 1 "carries 'ddp::Variable' code" "ddp-train, which carries autograd, fails it by symbol" \
+  bash "$here/ddprun_links.sh" "$ddp_train"
 
 # ---- function_lengths.sh: 120 lines pass, 121 fail, a reason lets 121 pass --------------
 mkdir -p "$tmp/fl/dist"

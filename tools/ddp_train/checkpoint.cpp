@@ -17,6 +17,8 @@
 #include <vector>
 
 #include "dist/parallel/ledger.hpp"
+#include "dist/parallel/sharded_state.hpp"
+#include "base/who.hpp"  // name_ranks
 #include "nn/state_dict.hpp"
 
 namespace ddp::train {
@@ -97,7 +99,10 @@ std::vector<RecordedSetting> recorded_settings(const TrainOptions& o, std::int64
       {"sync_bn", "--sync-bn", o.sync_bn ? 1 : 0, false},
       {"train_images", "--data (training images)", train_images, false},
       // Absent from checkpoints written before chapter 07, whose network had width 1.
-      {"width", "--width", o.width, false, 1}};
+      {"width", "--width", o.width, false, 1},
+      // Absent before chapter 09, when SGD was the only optimizer. (--shard is not here:
+      // the checkpoint holds the state unsharded, which any --shard resumes.)
+      {"adamw", "--optimizer adamw (1) or sgd (0)", o.optimizer == "adamw" ? 1 : 0, false, 0}};
   if (cosine) {
     settings.push_back({"warmup_epochs", "--warmup-epochs", o.warmup_epochs, false});
     settings.push_back({"epochs", "--epochs (the cosine's length)", o.epochs, false});
@@ -221,10 +226,20 @@ void Trainer::save_checkpoint(const std::string& path) {
   const ledger::Label label("checkpoint");
   const std::vector<std::int64_t> all = gather_over_ranks(
       {std::bit_cast<std::int64_t>(loss_sum_), images_seen_});  // (loss bits, images) per rank
-  together("writing the checkpoint", [&] { write_checkpoint(path, all); });
+  // Chapter 09: a sharded optimizer's slices, gathered into the unsharded layout on every
+  // rank (sharded_state.hpp), and FSDP's parameters gathered whole, for rank 0 to write.
+  const std::vector<const FlatParameter*> flats = sharded_flats();
+  const nn::StateDict state =
+      flats.empty() ? optimizer().state_dict()
+                    : consolidate_optimizer_state(optimizer(), flats, model_->parameters(),
+                                                  *group_, std::chrono::seconds(options_.timeout_s));
+  std::optional<FullyShardedDataParallel::SummonFullParameters> whole;
+  if (fsdp_) whole.emplace(*fsdp_);
+  together("writing the checkpoint", [&] { write_checkpoint(path, all, state); });
 }
 
-void Trainer::write_checkpoint(const std::string& path, const std::vector<std::int64_t>& all) {
+void Trainer::write_checkpoint(const std::string& path, const std::vector<std::int64_t>& all,
+                               const nn::StateDict& optimizer) {
   if (rank() != 0) return;
   std::vector<std::int64_t> loss_bits, images;
   for (std::size_t r = 0; r < all.size(); r += 2) {
@@ -236,7 +251,7 @@ void Trainer::write_checkpoint(const std::string& path, const std::vector<std::i
   };
   nn::StateDict state;
   for (auto& [name, t] : model_->state_dict()) state.emplace_back("model." + name, t);
-  for (auto& [name, t] : optimizer_->state_dict()) state.emplace_back("optimizer." + name, t);
+  for (const auto& [name, t] : optimizer) state.emplace_back("optimizer." + name, t);
   state.emplace_back("progress.epoch", counter(epoch_));
   state.emplace_back("progress.step_in_epoch", counter(step_in_epoch_));
   state.emplace_back("progress.global_step", counter(global_step_));
@@ -268,12 +283,12 @@ std::string Trainer::resume_path() {
     }
   }
   const std::vector<std::int64_t> all = gather_over_ranks({usable});
-  std::string disagree;
+  std::vector<int> disagree;
   for (int r = 0; r < world_size(); ++r) {
-    if (all[static_cast<std::size_t>(r)] != all[0]) disagree += detail::concat(" ", r);
+    if (all[static_cast<std::size_t>(r)] != all[0]) disagree.push_back(r);
   }
   DDP_CHECK(disagree.empty(), "--resume auto: rank 0 ", all[0] ? "can" : "cannot",
-            " read a checkpoint at ", path, ", but rank(s)", disagree, " ",
+            " read a checkpoint at ", path, ", but ", name_ranks(disagree), " ",
             all[0] ? "cannot" : "can", " (this is rank ", rank(), ": ",
             usable ? "readable" : why, ")\nhint: every rank must see the same --save file "
             "(a shared filesystem, or one node)");
@@ -294,8 +309,16 @@ void Trainer::load_checkpoint(const std::string& path) {
   const std::int64_t saved_world = checkpoint.value("config.world_size");
   check_settings(checkpoint, saved_world,
                  recorded_settings(options_, train_set_.size(), global_batch()));
-  model_->load_state_dict(checkpoint.with_prefix("model."), path);
-  optimizer_->load_state_dict(checkpoint.with_prefix("optimizer."), path);
+  {
+    std::optional<FullyShardedDataParallel::SummonFullParameters> whole;
+    if (fsdp_) whole.emplace(*fsdp_, /*writeback=*/true);  // loaded, then back into the shards
+    model_->load_state_dict(checkpoint.with_prefix("model."), path);
+  }
+  // The optimizer's state is saved unsharded (consolidated): a sharded run takes its slices.
+  const nn::StateDict saved = checkpoint.with_prefix("optimizer.");
+  const std::vector<const FlatParameter*> flats = sharded_flats();
+  optimizer().load_state_dict(
+      flats.empty() ? saved : shard_optimizer_state(saved, flats, model_->parameters(), path), path);
   const Place place = read_place(checkpoint, saved_world, rank(), world_size());
   epoch_ = place.epoch;
   step_in_epoch_ = place.step_in_epoch;

@@ -4,6 +4,7 @@
 #include "tools/ddp_train/trainer.hpp"
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "autograd/functions.hpp"
@@ -26,6 +27,13 @@ Evaluation Trainer::evaluate() {
   // shard: rank 0's go to all first, so that the ranks evaluate one model, the one rank 0
   // saves (with --no-broadcast-buffers each rank keeps its own, as asked).
   if (ddp_ && options_.broadcast_buffers) ddp_->sync_buffers();
+  if ((zero2_ || fsdp_) && options_.broadcast_buffers) {
+    broadcast_buffers(*model_, *group_, /*root=*/0, std::chrono::seconds(options_.timeout_s));
+  }
+  // FSDP: the whole model gathered once for the evaluation (the ranks' shards of the test
+  // set may take different numbers of batches: no collective per batch).
+  std::optional<FullyShardedDataParallel::SummonFullParameters> whole;
+  if (fsdp_) whole.emplace(*fsdp_);
   model_->eval();
   NoGradGuard no_grad;
   Evaluation e;

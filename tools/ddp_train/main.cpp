@@ -9,7 +9,7 @@
 // Flags and defaults: ddp-train --help (options.cpp). The loop itself: trainer.cpp.
 // The last line of a successful run starts with "final:"; scripts check for it. A run
 // stopped by SIGTERM, SIGINT or SIGUSR1 ends with a "stopped by" line and exit code 75
-// (kExitStopped); the exit codes are listed in dist/parallel/exit_codes.hpp.
+// (kExitStopped); the exit codes are listed in base/exit_codes.hpp.
 #include <signal.h>
 #include <string.h>
 
@@ -18,7 +18,7 @@
 #include <exception>
 
 #include "dist/launch_env.hpp"
-#include "dist/parallel/exit_codes.hpp"
+#include "base/exit_codes.hpp"
 #include "base/error.hpp"
 #include "base/who.hpp"
 #include "tools/ddp_train/options.hpp"

@@ -101,6 +101,19 @@ Seeing the overlap (chapter 07):
                         rank R writes FILE.rankR.json (merge them: ddp-trace-merge)
   --width K             every layer's channels x K (default 1: 77,754 parameters;
                         2: 308,074; 4: 1,226,442)
+
+Sharded training (chapter 09):
+  --optimizer O         sgd (--momentum; --weight-decay added to the gradient) or adamw
+                        (--weight-decay decoupled; betas 0.9, 0.999) (default sgd)
+  --clip-grad-norm X    scale the gradients so that their global L2 norm is at most X
+                        (default 0: off)
+  --grad-accum K        split each rank's batch into K micro-batches; the first K-1
+                        backwards communicate nothing (default 1)
+  --shard S             none (DDP), zero1 (optimizer state sharded over the ranks), zero2
+                        (gradients too) or fsdp (parameters too) (default none)
+  --print-memory        each rank prints its tensor memory by category after each epoch,
+                        beside the page's prediction; DDP_MEMORY_LIMIT_MB=N makes an
+                        allocation past N MiB per rank fail, naming what it was for
   --help                this text
 
 Stopping (chapter 08): SIGTERM, SIGINT (Ctrl-C) or SIGUSR1 (SLURM's --signal=B:USR1@T)
@@ -108,7 +121,7 @@ make every rank finish its step; the ranks agree to stop after the same step, ra
 writes the --save checkpoint, and all exit with 75. A second Ctrl-C ends it at once.
 While the ranks are still meeting, a stop signal ends ddp-train at once, also with 75.
 
-Exit codes (dist/parallel/exit_codes.hpp):
+Exit codes (base/exit_codes.hpp):
   0    the run finished ("final:" line)
   1    an error; the message names the rank
   2    bad flags; nothing was started
@@ -235,6 +248,25 @@ constexpr Flag kFlags[] = {
      [](TrainOptions& o, std::string_view f, std::string_view v) {
        o.timeout_s = parse_number<int>(f, v, 1);
      }},
+    {"--optimizer",
+     [](TrainOptions& o, std::string_view f, std::string_view v) {
+       DDP_CHECK(v == "sgd" || v == "adamw", f, " expects sgd or adamw, got '", v, "'");
+       o.optimizer = v;
+     }},
+    {"--clip-grad-norm",
+     [](TrainOptions& o, std::string_view f, std::string_view v) {
+       o.clip_grad_norm = parse_double(f, v, 0.0);
+     }},
+    {"--grad-accum",
+     [](TrainOptions& o, std::string_view f, std::string_view v) {
+       o.grad_accum = parse_number<std::int64_t>(f, v, 1);
+     }},
+    {"--shard",
+     [](TrainOptions& o, std::string_view f, std::string_view v) {
+       DDP_CHECK(v == "none" || v == "zero1" || v == "zero2" || v == "fsdp", f,
+                 " expects none, zero1, zero2 or fsdp, got '", v, "'");
+       o.shard = v;
+     }},
 };
 
 }  // namespace
@@ -249,9 +281,12 @@ TrainOptions parse_options(int argc, const char* const* argv) {
       continue;
     }
     // Switches: no value.
-    if (arg == "--sync-bn" || arg == "--find-unused-parameters" || arg == "--print-buckets") {
-      (arg == "--sync-bn" ? o.sync_bn
-       : arg == "--print-buckets" ? o.print_buckets : o.find_unused_parameters) = true;
+    if (arg == "--sync-bn" || arg == "--find-unused-parameters" || arg == "--print-buckets" ||
+        arg == "--print-memory") {
+      (arg == "--sync-bn"         ? o.sync_bn
+       : arg == "--print-buckets" ? o.print_buckets
+       : arg == "--print-memory"  ? o.print_memory
+                                  : o.find_unused_parameters) = true;
       continue;
     }
     if (arg == "--no-broadcast-buffers") {
@@ -278,24 +313,36 @@ TrainOptions parse_options(int argc, const char* const* argv) {
   // Checked here, so that a restarted job does not find out at its first checkpoint.
   DDP_CHECK(o.resume != "auto" || !o.save.empty() || o.help,
             "--resume auto needs --save PATH (the checkpoint it resumes from when it exists)");
+  // The sharded wrappers have neither the Reducer's options nor its unused parameters.
+  if (o.shard == "zero2" || o.shard == "fsdp") {
+    DDP_CHECK(o.grad_sync == "bucketed" && o.comm_hook == "all-reduce" &&
+                  !o.find_unused_parameters,
+              "--shard ", o.shard, " reduce-scatters its own buckets: --grad-sync, --comm-hook "
+              "and --find-unused-parameters are DDP's (--shard none or zero1)");
+  }
   return o;
 }
 
 std::int64_t per_rank_batch(const TrainOptions& o, int world_size) {
-  const std::int64_t w = world_size;
+  const std::int64_t w = world_size, k = o.grad_accum;
+  // --batch-size is a micro-batch: a rank's step takes K of them (PyTorch's convention,
+  // where the loader's batch is what one backward sees).
   if (o.batch_size > 0) {
-    DDP_CHECK(o.global_batch_size == 0 || o.global_batch_size == o.batch_size * w,
-              "--batch-size ", o.batch_size, " (per rank) x ", w, " ranks = ",
-              o.batch_size * w, ", but --global-batch-size is ", o.global_batch_size,
-              "\nhint: give one of the two");
-    return o.batch_size;
+    DDP_CHECK(o.global_batch_size == 0 || o.global_batch_size == o.batch_size * k * w,
+              "--batch-size ", o.batch_size, " (per rank)",
+              k > 1 ? detail::concat(" x ", k, " micro-batches") : std::string(), " x ", w,
+              " ranks = ", o.batch_size * k * w, ", but --global-batch-size is ",
+              o.global_batch_size, "\nhint: give one of the two");
+    return o.batch_size * k;
   }
   const std::int64_t global =
       o.global_batch_size > 0 ? o.global_batch_size : TrainOptions::kDefaultGlobalBatch;
-  DDP_CHECK(global % w == 0, "a global batch of ", global, " images does not split evenly over ",
-            w, " ranks", o.global_batch_size > 0 ? " (--global-batch-size)" : " (the default)",
-            "\nhint: give --batch-size (images per rank) or a --global-batch-size divisible by ",
-            w);
+  DDP_CHECK(global % (w * k) == 0, "a global batch of ", global,
+            " images does not split evenly over ", w, " ranks",
+            k > 1 ? detail::concat(" x ", k, " micro-batches") : std::string(),
+            o.global_batch_size > 0 ? " (--global-batch-size)" : " (the default)",
+            "\nhint: give --batch-size (images per rank and micro-batch) or a "
+            "--global-batch-size divisible by ", w * k);
   return global / w;
 }
 

@@ -1,6 +1,7 @@
 // ddp-train's command line: the flags, their defaults (the recipe of
 // bench/torch/ref_model.py, plus chapter 06's learning-rate schedule) and their parsing.
-// Chapter 04; the data-parallel flags are chapter 06's, the Reducer's chapter 07's.
+// Chapter 04; the data-parallel flags are chapter 06's, the Reducer's chapter 07's, the
+// optimizer, clipping, accumulation and sharding flags chapter 09's.
 #pragma once
 
 #include <chrono>
@@ -61,6 +62,17 @@ struct TrainOptions {
   // What a bucket goes through (CommHook): "all-reduce" (the default) or "bf16" (rounded to
   // bfloat16, gathered and summed: dist/parallel/comm_hooks.hpp). Bucketed only.
   std::string comm_hook = "all-reduce";
+  // Chapter 09. The optimizer: "sgd" (--momentum, --weight-decay as an L2 penalty) or
+  // "adamw" (--weight-decay decoupled; betas 0.9, 0.999, eps 1e-8).
+  std::string optimizer = "sgd";
+  double clip_grad_norm = 0.0;      // clip the gradients' global L2 norm to this; 0 = off
+  // Micro-batches per step: each rank's batch is split in K, the first K-1 backwards
+  // accumulate without communicating (no_sync). The global batch stays the same.
+  std::int64_t grad_accum = 1;
+  // How the model is synchronised: "none" (DDP, chapter 07), "zero1" (optimizer state
+  // sharded), "zero2" (and gradients), "fsdp" (and parameters).
+  std::string shard = "none";
+  bool print_memory = false;        // each rank prints its memory table after each epoch
   bool help = false;
 };
 
@@ -70,9 +82,10 @@ TrainOptions parse_options(int argc, const char* const* argv);
 
 std::string usage();
 
-// The per-rank batch for `world_size` ranks from --batch-size / --global-batch-size (see
-// above). Throws ddp::Error when the global batch does not split evenly, or when both
-// flags are given and disagree.
+// The per-rank batch of a step for `world_size` ranks from --batch-size /
+// --global-batch-size (see above). Throws ddp::Error when the global batch does not split
+// evenly over the ranks and their --grad-accum micro-batches, or when both flags are given
+// and disagree.
 std::int64_t per_rank_batch(const TrainOptions& options, int world_size);
 
 // The folder of the MNIST files: --data, else default_mnist_folder() ($MNIST_DIR, else

@@ -32,7 +32,7 @@
 #include <csignal>
 #include <cstring>
 
-#include "dist/parallel/exit_codes.hpp"
+#include "base/exit_codes.hpp"
 
 namespace ddp::train {
 

@@ -16,8 +16,10 @@
 #include "autograd/functions.hpp"
 #include "dist/parallel/comm_hooks.hpp"
 #include "dist/parallel/ledger.hpp"
+#include "dist/parallel/replica_check.hpp"
 #include "dist/parallel/sync_batch_norm.hpp"
 #include "dist/process_group_tcp.hpp"
+#include "tensor/memory.hpp"
 #include "tensor/threads.hpp"
 #include "tools/ddp_train/progress.hpp"
 #include "tools/ddp_train/rank_setup.hpp"
@@ -51,6 +53,14 @@ Trainer::Trainer(TrainOptions options)
       init_generator_(options_.seed) {
   set_num_threads(threads_per_rank(options_, launch_));
   check_same_data();
+  // Chapter 09: DDP_MEMORY_LIMIT_MB, a budget for the tensors of each rank (tensor/memory.hpp).
+  if (const std::optional<std::int64_t> budget = memory::limit_from_environment()) {
+    memory::set_limit(budget, detail::concat("DDP_MEMORY_LIMIT_MB=", *budget / kMiB));
+    if (rank() == 0) {
+      std::printf("memory budget: %lld MiB of tensors per rank (DDP_MEMORY_LIMIT_MB)\n",
+                  static_cast<long long>(*budget / kMiB));
+    }
+  }
   // Every rank builds the model from the same seed; DDP checks they agree and copies
   // rank 0's values anyway. SyncBatchNorm goes in before DDP and the optimizer see the
   // parameters (convert_sync_batchnorm makes new ones).
@@ -63,7 +73,9 @@ Trainer::Trainer(TrainOptions options)
     trace::start(rank());
   }
   model_->to(device_);
-  if (group_) {
+  // Chapter 09: a sharded model is wrapped by make_optimizer(), not by DDP.
+  const bool sharded_wrapper = options_.shard == "zero2" || options_.shard == "fsdp";
+  if (group_ && !sharded_wrapper) {
     DDPOptions ddp{.broadcast_buffers = options_.broadcast_buffers,
                    .gradient_sync = options_.grad_sync == "per-parameter"
                                         ? GradientSync::PerParameter
@@ -90,10 +102,7 @@ Trainer::Trainer(TrainOptions options)
       std::fflush(stdout);
     }
   }
-  optimizer_ = std::make_unique<nn::SGD>(
-      model_->parameters(),
-      nn::SGDOptions{
-          .lr = options_.lr, .momentum = options_.momentum, .weight_decay = options_.weight_decay});
+  make_optimizer();
   loader_ = std::make_unique<DataLoader>(train_set_, sampler_, batch_size_,
                                          /*drop_last=*/false, device_);
   // The schedule counts optimizer steps: the same number on every rank (equal shards).
@@ -178,6 +187,7 @@ EpochResult Trainer::run_epochs() {
       std::fflush(stdout);
     }
     print_timeline(result);
+    if (options_.print_memory) print_memory();
     if (finished) together("writing the --metrics file", [&] { write_metrics(result); });
     if (!finished) {  // --max-steps reached inside this epoch: keep the place for --resume
       if (!options_.save.empty()) save_checkpoint(options_.save);
@@ -240,35 +250,47 @@ Trainer::EpochEnd Trainer::train_epoch(EpochResult& result) {
 }
 
 // One optimizer step on this rank's batch; with DDP, the gradients are averaged over the
-// ranks between backward and the step, so every rank applies the same update.
+// ranks between backward and the step, so every rank applies the same update. With
+// --grad-accum K the batch goes through in K micro-batches: each backward adds its
+// share of the gradient (its loss x its rows / the batch's rows: the mean over the batch),
+// and only the last one communicates.
 void Trainer::train_step(const Batch& batch) {
-  optimizer_->set_lr(schedule_(global_step_));
-  optimizer_->zero_grad();
-  const Variable images(batch.images);
-  // The top-level compute spans of the timeline; each module records its own inside.
-  Variable loss;
-  {
-    trace::Span span("forward", "forward + loss");
-    Variable logits = ddp_ ? (*ddp_)(images) : (*model_)(images);
-    loss = cross_entropy(logits, batch.labels);
+  optimizer().set_lr(schedule_(global_step_));
+  zero_grad();
+  const std::int64_t n = batch.labels.numel();
+  const std::int64_t k = std::min(options_.grad_accum, n);  // a short last batch: fewer
+  double loss_sum = 0.0;
+  for (std::int64_t m = 0; m < k; ++m) {
+    const std::int64_t first = m * n / k, rows = (m + 1) * n / k - first;
+    const std::unique_ptr<NoSyncGuard> quiet = m + 1 < k ? hold_back() : nullptr;
+    // The top-level compute spans of the timeline; each module records its own inside.
+    Variable loss;
+    {
+      trace::Span span("forward", "forward + loss");
+      const Variable images(k == 1 ? batch.images : batch.images.narrow(0, first, rows));
+      loss = cross_entropy(forward(images),
+                           k == 1 ? batch.labels : batch.labels.narrow(0, first, rows));
+    }
+    {
+      trace::Span span("backward", "backward");
+      (k == 1 ? loss : mul(loss, static_cast<double>(rows) / static_cast<double>(n))).backward();
+    }
+    loss_sum += static_cast<double>(loss.data().item<float>()) * static_cast<double>(rows);
   }
-  {
-    trace::Span span("backward", "backward");
-    loss.backward();
-  }
-  if (ddp_) ddp_->average_gradients();
-  {
-    trace::Span span("optimizer", "SGD step");
-    optimizer_->step();
-  }
+  clip_and_step();
 
-  const std::int64_t b = batch.labels.numel();
-  loss_sum_ += static_cast<double>(loss.data().item<float>()) * static_cast<double>(b);
-  images_seen_ += b;
+  loss_sum_ += loss_sum;
+  images_seen_ += n;
   ++step_in_epoch_;
   ++global_step_;
-  if (ddp_ && options_.check_sync > 0 && global_step_ % options_.check_sync == 0) {
-    ddp_->check_in_sync(global_step_);
+  if (group_ && options_.check_sync > 0 && global_step_ % options_.check_sync == 0) {
+    if (ddp_) {
+      ddp_->check_in_sync(global_step_);
+    } else {
+      std::optional<FullyShardedDataParallel::SummonFullParameters> all;
+      if (fsdp_) all.emplace(*fsdp_);
+      check_parameters_in_sync(*model_, *group_, global_step_);
+    }
   }
 }
 
@@ -299,13 +321,24 @@ std::string Trainer::describe_recipe() const {
                            options_.warmup_epochs == 1 ? "" : "s", " from lr/10, then cosine to 0");
   std::string ranks = "1 process";
   if (group_) {
-    const std::string sync =
-        options_.grad_sync == "bucketed"
+    std::string sync =
+        !ddp_ ? std::string()
+        : options_.grad_sync == "bucketed"
             ? detail::concat("bucketed, ", ddp_->reducer().bucket_assignment().size(), " bucket",
                              ddp_->reducer().bucket_assignment().size() == 1 ? "" : "s",
                              " of <= ", options_.bucket_cap_mb, " MiB",
                              options_.comm_hook == "bf16" ? ", bf16 comm hook" : "")
             : options_.grad_sync;
+    // Chapter 09: what is sharded over the ranks.
+    if (options_.shard == "zero1") sync += ", optimizer state sharded (zero1)";
+    if (zero2_) {
+      sync = detail::concat("reduce-scattered in ", zero2_->buckets().size(),
+                            " buckets, with the optimizer state sharded (zero2)");
+    }
+    if (fsdp_) {
+      sync = detail::concat("reduce-scattered, parameters and optimizer state sharded in ",
+                            fsdp_->num_units(), " units (fsdp)");
+    }
     // "tcp (emulated link 1 Gbit/s, 50 us)" when DDP_TCP_LINK slows the tcp group down.
     const auto* tcp = dynamic_cast<const ProcessGroupTcp*>(&group_->inner());
     ranks = detail::concat(world_size(), " ranks (", tcp ? tcp->description() : backend(),
@@ -320,8 +353,20 @@ std::string Trainer::describe_recipe() const {
                         group_
                             ? detail::concat(" per rank = ", batch_size_ * world_size(), " global")
                             : std::string(),
-                        ", lr ", options_.lr, " (", schedule, "), momentum ", options_.momentum,
-                        ", weight decay ", options_.weight_decay, ", seed ", options_.seed);
+                        options_.grad_accum > 1
+                            ? detail::concat(" in ", options_.grad_accum, " micro-batches")
+                            : std::string(),
+                        options_.optimizer == "adamw" ? ", AdamW lr " : ", lr ", options_.lr,
+                        " (", schedule, ")",
+                        options_.optimizer == "sgd"
+                            ? detail::concat(", momentum ", options_.momentum)
+                            : std::string(", betas 0.9, 0.999"),
+                        ", weight decay ", options_.weight_decay,
+                        options_.optimizer == "adamw" ? " (decoupled)" : "",
+                        options_.clip_grad_norm > 0.0
+                            ? detail::concat(", gradients clipped to norm ", options_.clip_grad_norm)
+                            : std::string(),
+                        ", seed ", options_.seed);
 }
 
 }  // namespace ddp::train

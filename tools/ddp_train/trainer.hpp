@@ -4,6 +4,8 @@
 //
 // One epoch = for every batch of this rank's shard of the shuffled training set:
 //     zero_grad -> forward -> cross_entropy -> backward -> average gradients -> SGD step
+// (chapter 09: the batch in --grad-accum micro-batches, --clip-grad-norm before the step,
+// AdamW, and the model sharded by ZeRO-1, ZeRO-2 or FSDP: sharding.cpp).
 // then an evaluation pass over this rank's shard of the test set in eval mode, whose
 // sums are added up over the ranks. Started by a launcher with several ranks, the Trainer
 // joins a process group (--backend) and wraps the model in DistributedDataParallel;
@@ -22,7 +24,7 @@
 // The Trainer's member functions live in files named after what they do: the training
 // loop in trainer.cpp (chapter 04's path), then evaluate.cpp, metrics_csv.cpp and
 // checkpoint.cpp (chapter 04), rank_setup.cpp and over_ranks.cpp (chapter 06),
-// stop_agreement.cpp (chapter 08).
+// stop_agreement.cpp (chapter 08), sharding.cpp (chapter 09).
 #pragma once
 
 #include <cstdint>
@@ -36,12 +38,14 @@
 #include "data/distributed_sampler.hpp"
 #include "data/mnist.hpp"
 #include "dist/parallel/distributed_data_parallel.hpp"
+#include "dist/parallel/fully_sharded_data_parallel.hpp"
+#include "dist/parallel/sharded_data_parallel.hpp"
 #include "dist/parallel/watchdog.hpp"
 #include "dist/launch_env.hpp"
 #include "dist/process_group.hpp"
 #include "nn/lr_schedule.hpp"
 #include "nn/resnet_mnist.hpp"
-#include "nn/sgd.hpp"
+#include "nn/optimizer.hpp"
 #include "base/trace.hpp"
 #include "tools/ddp_train/options.hpp"
 
@@ -110,8 +114,10 @@ class Trainer {
 
   // ---- Checkpoints (checkpoint.cpp) ----
   void save_checkpoint(const std::string& path);  // every rank calls it; rank 0 writes
-  // Rank 0's part: `all` holds every rank's (loss sum bits, images seen) pair.
-  void write_checkpoint(const std::string& path, const std::vector<std::int64_t>& all);
+  // Rank 0's part: `all` holds every rank's (loss sum bits, images seen) pair, `optimizer`
+  // the optimizer's state as an unsharded optimizer names it (consolidated, chapter 09).
+  void write_checkpoint(const std::string& path, const std::vector<std::int64_t>& all,
+                        const nn::StateDict& optimizer);
   // --resume PATH: PATH; --resume auto: --save's path when every rank can read a
   // checkpoint there, else "" (a fresh start). Says which (rank 0).
   std::string resume_path();
@@ -128,6 +134,23 @@ class Trainer {
   std::vector<std::int64_t> gather_over_ranks(const std::vector<std::int64_t>& mine);
   void check_same_data();  // and the same kind of device
 
+  // ---- The optimizer and the sharding (sharding.cpp, chapter 09) ----
+  // The optimizer, and the wrapper --shard asks for around the model (after DDP's).
+  void make_optimizer();
+  std::unique_ptr<nn::Optimizer> new_optimizer(std::vector<Variable> parameters) const;
+  nn::Optimizer& optimizer();  // the one whose learning rate the schedule sets
+  // The flat buffers whose slices the optimizer steps, in its parameters' order; empty when
+  // it steps the model's parameters themselves (not sharded).
+  std::vector<const FlatParameter*> sharded_flats() const;
+  Variable forward(const Variable& images);
+  // Backwards under it add to the local gradients without communicating (no_sync);
+  // null where there is nothing to hold back (one process, or DDP's flat averaging).
+  std::unique_ptr<NoSyncGuard> hold_back();
+  void clip_and_step();  // after the last backward of a step
+  void zero_grad();
+  // Each rank's memory table, and the prediction of the page's formulas beside it.
+  void print_memory() const;
+
   // ---- Stopping on request (stop_agreement.cpp) ----
   // After each step: did any rank get a stop signal? The same answer on every rank.
   bool stop_agreed();
@@ -142,8 +165,10 @@ class Trainer {
   DistributedSampler sampler_;
   Generator init_generator_;
   std::shared_ptr<nn::ResNetMnist> model_;
-  std::unique_ptr<DistributedDataParallel> ddp_;  // null without a group
-  std::unique_ptr<nn::SGD> optimizer_;
+  std::unique_ptr<DistributedDataParallel> ddp_;  // null without a group, and under zero2/fsdp
+  std::unique_ptr<nn::Optimizer> optimizer_;      // none, zero1: the step's optimizer
+  std::unique_ptr<ShardedDataParallel> zero2_;    // --shard zero2 (its optimizer inside)
+  std::unique_ptr<FullyShardedDataParallel> fsdp_;  // --shard fsdp
   nn::LrSchedule schedule_;
   std::unique_ptr<DataLoader> loader_;
   std::ofstream metrics_;

@@ -18,7 +18,7 @@
 #include <tuple>
 #include <utility>
 
-#include "dist/parallel/exit_codes.hpp"  // constants only: ddprun links ddp::base alone
+#include "base/exit_codes.hpp"  // constants only: ddprun links ddp::base alone
 #include "tools/ddprun/signal_pipe.hpp"
 
 namespace ddp::run {

@@ -28,7 +28,7 @@
 #include <thread>
 
 #include "dist/init.hpp"
-#include "dist/parallel/exit_codes.hpp"
+#include "base/exit_codes.hpp"
 #include "dist/parallel/ledger.hpp"
 #include "dist/parallel/watchdog.hpp"
 #include "base/error.hpp"

@@ -1,12 +1,12 @@
 // Chapter 08, the command-line side of a run's life: ddp-train's --timeout and --resume
 // auto, ddprun's --max-restarts, and the exit codes both document in --help (the codes
-// that job scripts and ddprun act on, dist/parallel/exit_codes.hpp).
+// that job scripts and ddprun act on, base/exit_codes.hpp).
 #include <catch2/catch.hpp>
 
 #include <string>
 #include <vector>
 
-#include "dist/parallel/exit_codes.hpp"
+#include "base/exit_codes.hpp"
 #include "tests/ch04_train/parse_options.hpp"
 #include "tools/ddprun/options.hpp"
 

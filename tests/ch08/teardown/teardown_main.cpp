@@ -19,7 +19,7 @@
 #include <thread>
 
 #include "dist/init.hpp"
-#include "dist/parallel/exit_codes.hpp"
+#include "base/exit_codes.hpp"
 #include "dist/parallel/watchdog.hpp"
 #include "base/error.hpp"
 #include "tensor/tensor.hpp"

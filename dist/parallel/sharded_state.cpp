@@ -1,0 +1,119 @@
+// consolidate_optimizer_state and shard_optimizer_state (see sharded_state.hpp).
+#include "dist/parallel/sharded_state.hpp"
+
+#include <algorithm>
+#include <map>
+#include <string>
+
+#include "autograd/grad_mode.hpp"
+#include "base/error.hpp"
+
+namespace ddp {
+
+namespace {
+
+// "exp_avg_sq.12" -> ("exp_avg_sq", 12); the index after the last dot.
+std::pair<std::string, std::size_t> split_name(const std::string& name, std::string_view source) {
+  const std::size_t dot = name.rfind('.');
+  const std::string digits = dot == std::string::npos ? "" : name.substr(dot + 1);
+  DDP_CHECK(!digits.empty() && digits.size() < 10 &&
+                digits.find_first_not_of("0123456789") == std::string::npos,
+            source, ": optimizer entry '", name, "' is not <kind>.<index>");
+  return {name.substr(0, dot), std::stoul(digits)};
+}
+
+// The model's index of each parameter of `flat`, in the flat buffer's order.
+std::vector<std::size_t> model_indices(const FlatParameter& flat,
+                                       const std::vector<Variable>& parameters) {
+  std::vector<std::size_t> out;
+  for (const Variable& p : flat.parameters()) {
+    const auto it = std::find_if(parameters.begin(), parameters.end(),
+                                 [&](const Variable& q) { return q.same(p); });
+    DDP_CHECK(it != parameters.end(), "sharded optimizer state: a parameter of a flat buffer "
+              "is not among the model's parameters");
+    out.push_back(static_cast<std::size_t>(it - parameters.begin()));
+  }
+  return out;
+}
+
+}  // namespace
+
+nn::StateDict consolidate_optimizer_state(const nn::Optimizer& local,
+                                          const std::vector<const FlatParameter*>& flats,
+                                          const std::vector<Variable>& parameters,
+                                          ProcessGroup& group, std::chrono::milliseconds timeout) {
+  NoGradGuard no_grad;
+  nn::StateDict full;
+  for (const auto& [name, tensor] : local.state_dict()) {
+    const auto [kind, j] = split_name(name, "consolidate_optimizer_state");
+    DDP_CHECK(j < flats.size(), "consolidate_optimizer_state: entry '", name, "' but ",
+              flats.size(), " flat buffers");
+    const FlatParameter& flat = *flats[j];
+    const std::vector<std::size_t> index = model_indices(flat, parameters);
+    if (tensor.dtype() == DType::Int64) {  // a step count: the same for the whole buffer
+      for (std::size_t i : index) full.emplace_back(kind + "." + std::to_string(i), tensor.clone());
+      continue;
+    }
+    Tensor padded = empty({flat.layout().padded_numel()}, {.device = tensor.device()});
+    group.all_gather(padded, tensor.contiguous())->wait(timeout);
+    for (std::size_t k = 0; k < index.size(); ++k) {
+      const Variable& p = flat.parameters()[k];
+      full.emplace_back(kind + "." + std::to_string(index[k]),
+                        padded.narrow(0, flat.offset(k), p.numel()).view(p.shape()).clone());
+    }
+  }
+  // In the order an unsharded optimizer lists its state: by parameter, then by kind.
+  std::stable_sort(full.begin(), full.end(), [](const auto& a, const auto& b) {
+    return split_name(a.first, "").second < split_name(b.first, "").second;
+  });
+  return full;
+}
+
+nn::StateDict shard_optimizer_state(const nn::StateDict& full,
+                                    const std::vector<const FlatParameter*>& flats,
+                                    const std::vector<Variable>& parameters,
+                                    std::string_view source) {
+  NoGradGuard no_grad;
+  std::map<std::pair<std::string, std::size_t>, Tensor> by_name;  // (kind, i) -> tensor
+  std::vector<std::string> kinds;
+  for (const auto& [name, tensor] : full) {
+    auto key = split_name(name, source);
+    if (std::find(kinds.begin(), kinds.end(), key.first) == kinds.end()) kinds.push_back(key.first);
+    by_name[key] = tensor;
+  }
+  nn::StateDict out;
+  for (std::size_t j = 0; j < flats.size(); ++j) {
+    const FlatParameter& flat = *flats[j];
+    const std::vector<std::size_t> index = model_indices(flat, parameters);
+    const ShardLayout& layout = flat.layout();
+    const std::int64_t begin = layout.begin(flat.rank()), end = layout.real_end(flat.rank());
+    for (const std::string& kind : kinds) {
+      std::size_t present = 0;
+      for (std::size_t i : index) present += by_name.count({kind, i});
+      if (present == 0) continue;  // e.g. momentum never started for these parameters
+      DDP_CHECK(present == index.size(), source, ": '", kind, "' is there for ", present, " of the ",
+                index.size(), " parameters that share a flat buffer: all or none");
+      const Tensor& first = by_name.at({kind, index[0]});
+      if (first.dtype() == DType::Int64) {
+        out.emplace_back(kind + "." + std::to_string(j), first.clone());
+        continue;
+      }
+      Tensor slice = zeros({layout.shard_numel}, {.device = flat.flat().device()});
+      for (std::size_t k = 0; k < index.size(); ++k) {
+        const Variable& p = flat.parameters()[k];
+        const Tensor& whole = by_name.at({kind, index[k]});
+        DDP_CHECK(whole.numel() == p.numel(), source, ": '", kind, ".", index[k], "' has ",
+                  whole.numel(), " elements, parameter ", index[k], " has ", p.numel());
+        const std::int64_t lo = std::max(begin, flat.offset(k));
+        const std::int64_t hi = std::min(end, flat.offset(k) + p.numel());
+        if (lo >= hi) continue;
+        slice.narrow(0, lo - begin, hi - lo)
+            .copy_(whole.reshape({whole.numel()}).narrow(0, lo - flat.offset(k), hi - lo));
+      }
+      out.emplace_back(kind + "." + std::to_string(j), slice);
+    }
+  }
+  return out;
+}
+
+}  // namespace ddp

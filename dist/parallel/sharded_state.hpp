@@ -1,0 +1,39 @@
+// A sharded optimizer's state in the layout of the unsharded optimizer of the same
+// parameters, and back. Chapter 09.
+//
+// ZeRO-1, ZeRO-2 and FSDP step one local optimizer over this rank's slices of flat buffers
+// (FlatParameter j -> the local optimizer's parameter j), so its state is named
+// "exp_avg.<j>" and holds a slice. consolidate_optimizer_state all-gathers every slice and
+// cuts the flat buffers back into parameters: "exp_avg.<i>" of parameter i's shape, what
+// nn::AdamW over the model's parameters() would hold. A checkpoint keeps that one
+// consolidated state, which any number of ranks resumes, sharded or not:
+// shard_optimizer_state cuts this rank's slices out of it again. Float32 entries are
+// sliced; int64 entries (AdamW's step counts) hold one value per flat buffer and are
+// copied to each of its parameters.
+#pragma once
+
+#include <chrono>
+#include <vector>
+
+#include "dist/parallel/flat_parameter.hpp"
+#include "dist/process_group.hpp"
+#include "nn/optimizer.hpp"
+
+namespace ddp {
+
+// Every rank calls it (one all-gather per sliced entry, in the local state's order) and
+// gets the whole consolidated state. `flats[j]` is the local optimizer's parameter j;
+// `parameters` are the model's, whose positions name the entries.
+nn::StateDict consolidate_optimizer_state(const nn::Optimizer& local,
+                                          const std::vector<const FlatParameter*>& flats,
+                                          const std::vector<Variable>& parameters,
+                                          ProcessGroup& group, std::chrono::milliseconds timeout);
+
+// This rank's slices of `full` (consolidated), named as the local optimizer names them:
+// load them with local.load_state_dict. `source` names `full` in the messages.
+nn::StateDict shard_optimizer_state(const nn::StateDict& full,
+                                    const std::vector<const FlatParameter*>& flats,
+                                    const std::vector<Variable>& parameters,
+                                    std::string_view source);
+
+}  // namespace ddp

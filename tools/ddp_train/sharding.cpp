@@ -1,0 +1,179 @@
+// The optimizer and how the model is synchronised: --optimizer, --shard, --clip-grad-norm,
+// --grad-accum's no_sync, --print-memory. Chapter 09. Under --shard none the model is in
+// DDP (chapter 07) and the optimizer steps every parameter; zero1 keeps DDP and shards
+// the optimizer (ZeroRedundancyOptimizer); zero2 and fsdp replace DDP by a wrapper that
+// shards gradients (ShardedDataParallel) or parameters too (FullyShardedDataParallel),
+// with the optimizer inside, over this rank's shards.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "autograd/grad_mode.hpp"
+#include "dist/parallel/zero_redundancy_optimizer.hpp"
+#include "nn/adamw.hpp"
+#include "nn/clip_grad.hpp"
+#include "nn/sgd.hpp"
+#include "tensor/memory.hpp"
+#include "tools/ddp_train/trainer.hpp"
+
+namespace ddp::train {
+
+std::unique_ptr<nn::Optimizer> Trainer::new_optimizer(std::vector<Variable> parameters) const {
+  if (options_.optimizer == "adamw") {
+    return std::make_unique<nn::AdamW>(
+        std::move(parameters),
+        nn::AdamWOptions{.lr = options_.lr, .weight_decay = options_.weight_decay});
+  }
+  return std::make_unique<nn::SGD>(
+      std::move(parameters),
+      nn::SGDOptions{
+          .lr = options_.lr, .momentum = options_.momentum, .weight_decay = options_.weight_decay});
+}
+
+void Trainer::make_optimizer() {
+  const std::chrono::milliseconds timeout = std::chrono::seconds(options_.timeout_s);
+  const auto make = [this](std::vector<Variable> shards) { return new_optimizer(std::move(shards)); };
+  if (options_.shard != "none" && !group_) {
+    std::printf("--shard %s: one process, nothing to shard over: training unsharded\n",
+                options_.shard.c_str());
+  }
+  if (!group_ || options_.shard == "none") {
+    optimizer_ = new_optimizer(model_->parameters());
+  } else if (options_.shard == "zero1") {
+    optimizer_ = std::make_unique<ZeroRedundancyOptimizer>(model_->parameters(), *group_, make,
+                                                           timeout);
+  } else if (options_.shard == "zero2") {
+    zero2_ = std::make_unique<ShardedDataParallel>(
+        model_, *group_, make,
+        ShardedOptions{.broadcast_buffers = options_.broadcast_buffers, .timeout = timeout});
+  } else {
+    fsdp_ = std::make_unique<FullyShardedDataParallel>(
+        model_, *group_, make,
+        FsdpOptions{.broadcast_buffers = options_.broadcast_buffers, .timeout = timeout});
+  }
+}
+
+std::vector<const FlatParameter*> Trainer::sharded_flats() const {
+  std::vector<const FlatParameter*> out;
+  if (const auto* zero1 = dynamic_cast<const ZeroRedundancyOptimizer*>(optimizer_.get())) {
+    out.push_back(&zero1->flat_parameter());
+  }
+  if (zero2_) {
+    for (const FlatParameter& bucket : zero2_->buckets()) out.push_back(&bucket);
+  }
+  if (fsdp_) {
+    for (std::size_t u = 0; u < fsdp_->num_units(); ++u) out.push_back(&fsdp_->unit(u));
+  }
+  return out;
+}
+
+nn::Optimizer& Trainer::optimizer() {
+  if (zero2_) return zero2_->local_optimizer();
+  if (fsdp_) return fsdp_->local_optimizer();
+  return *optimizer_;
+}
+
+Variable Trainer::forward(const Variable& images) {
+  if (ddp_) return (*ddp_)(images);
+  if (zero2_) return (*zero2_)(images);
+  if (fsdp_) return (*fsdp_)(images);
+  return (*model_)(images);
+}
+
+std::unique_ptr<NoSyncGuard> Trainer::hold_back() {
+  // The guards cannot move: each is made in place from what no_sync() returns.
+  if (zero2_) return std::unique_ptr<NoSyncGuard>(new NoSyncGuard(zero2_->no_sync()));
+  if (fsdp_) return std::unique_ptr<NoSyncGuard>(new NoSyncGuard(fsdp_->no_sync()));
+  // DDP's flat and per-parameter averaging run after backward: nothing to hold back.
+  if (ddp_ && ddp_->options().gradient_sync == GradientSync::Bucketed) {
+    return std::unique_ptr<NoSyncGuard>(new NoSyncGuard(ddp_->no_sync()));
+  }
+  return nullptr;
+}
+
+void Trainer::clip_and_step() {
+  if (ddp_) ddp_->average_gradients();
+  if (options_.clip_grad_norm > 0.0) {
+    if (zero2_) {
+      zero2_->clip_grad_norm(options_.clip_grad_norm);
+    } else if (fsdp_) {
+      fsdp_->clip_grad_norm(options_.clip_grad_norm);
+    } else {  // none, zero1: every rank holds every averaged gradient
+      nn::clip_grad_norm(model_->parameters(), options_.clip_grad_norm);
+    }
+  }
+  trace::Span span("optimizer", "optimizer step");
+  if (zero2_) {
+    zero2_->step();
+  } else if (fsdp_) {
+    fsdp_->step();
+  } else {
+    optimizer_->step();
+  }
+}
+
+void Trainer::zero_grad() {
+  if (zero2_) {
+    zero2_->zero_grad();
+  } else if (fsdp_) {
+    fsdp_->zero_grad();
+  } else {
+    optimizer_->zero_grad();
+  }
+}
+
+// Note [The memory prediction]
+// The ZeRO paper's accounting in fp32, for P parameters, W ranks and K bytes of optimizer
+// state per parameter (SGD with momentum: 4, AdamW: 8):
+//              parameters       gradients          optimizer state
+//   none       4P               4P                 K P
+//   zero1      4P               4P + 4P/W          K P / W
+//   zero2      4P               4P / W             K P / W
+//   fsdp       4P / W           4P / W             K P / W
+// P/W is a shard with its padding (fewer than W elements per flat buffer: ShardLayout).
+// zero1 keeps DDP's gradients and a copy of its slice; under fsdp the parameters are the
+// shards between uses (at most two units whole while one computes). The parameters' row
+// also holds the buffers (BatchNorm's statistics), replicated under every --shard: their
+// bytes are added to the prediction. Activations and communication buffers depend on the
+// batch and the buckets: not predicted.
+void Trainer::print_memory() const {
+  const double p = static_cast<double>(model_->num_parameters());
+  const double w = static_cast<double>(world_size());
+  const double k = options_.optimizer == "adamw" ? 8.0 : (options_.momentum > 0.0 ? 4.0 : 0.0);
+  const std::string& s = group_ ? options_.shard : std::string("none");
+  const double shard = 4.0 * p / w;
+  double buffers = 0.0;
+  for (const auto& [name, b] : model_->named_buffers()) {
+    buffers += static_cast<double>(b.numel() * static_cast<std::int64_t>(element_size(b.dtype())));
+  }
+  const double params = (s == "fsdp" ? shard : 4.0 * p) + buffers;
+  const double grads = s == "none" ? 4.0 * p : s == "zero1" ? 4.0 * p + shard : shard;
+  const double state = s == "none" ? k * p : k * p / w;
+  const memory::Snapshot now = memory::snapshot();
+  std::string table = memory::format_table(now);
+  // The prediction beside the three rows it covers.
+  const auto mib = [](double bytes) { return bytes / (1024.0 * 1024.0); };
+  const std::pair<const char*, double> predicted[] = {
+      {"parameters", params}, {"gradients", grads}, {"optimizer state", state}};
+  std::string out;
+  std::size_t start = 0;
+  while (start < table.size()) {
+    const std::size_t end = table.find('\n', start);
+    std::string line = table.substr(start, end - start);
+    start = end + 1;
+    if (out.empty()) line += "   predicted MiB";
+    for (const auto& [name, bytes] : predicted) {
+      if (line.find(std::string("  ") + name + " ") == 0) {
+        char text[32];
+        std::snprintf(text, sizeof text, " %15.2f", mib(bytes));
+        line += text;
+      }
+    }
+    out += line + "\n";
+  }
+  std::printf("memory of rank %d/%d (--shard %s, %s; peaks since the start):\n%s", rank(),
+              world_size(), s.c_str(), options_.optimizer.c_str(), out.c_str());
+  std::fflush(stdout);
+}
+
+}  // namespace ddp::train
