@@ -151,8 +151,7 @@ void Trainer::print_memory() const {
   const double state = s == "none" ? k * p : k * p / w;
   const memory::Snapshot now = memory::snapshot();
   std::string table = memory::format_table(now);
-  // The prediction beside the three rows it covers.
-  const auto mib = [](double bytes) { return bytes / (1024.0 * 1024.0); };
+  // The prediction beside the three rows it covers, in bytes like the column before it.
   const std::pair<const char*, double> predicted[] = {
       {"parameters", params}, {"gradients", grads}, {"optimizer state", state}};
   std::string out;
@@ -161,11 +160,11 @@ void Trainer::print_memory() const {
     const std::size_t end = table.find('\n', start);
     std::string line = table.substr(start, end - start);
     start = end + 1;
-    if (out.empty()) line += "   predicted MiB";
+    if (out.empty()) line += " predicted bytes";
     for (const auto& [name, bytes] : predicted) {
       if (line.find(std::string("  ") + name + " ") == 0) {
         char text[32];
-        std::snprintf(text, sizeof text, " %15.2f", mib(bytes));
+        std::snprintf(text, sizeof text, " %15.0f", bytes);
         line += text;
       }
     }
