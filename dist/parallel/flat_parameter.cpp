@@ -3,10 +3,12 @@
 #include "dist/parallel/flat_parameter.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "autograd/grad_mode.hpp"
 #include "base/error.hpp"
+#include "nn/clip_grad.hpp"
 #include "tensor/memory.hpp"
 
 namespace ddp {
@@ -71,6 +73,19 @@ void FlatParameter::copy_shard_gradients(Tensor& shard, const std::string& who) 
     shard.narrow(0, first - begin, last - first)
         .copy_(grad.reshape({grad.numel()}).narrow(0, first - offsets_[i], last - first));
   }
+}
+
+double clip_shard_gradients(const std::vector<Variable>& shards, double max_norm,
+                            ProcessGroup& group, std::chrono::milliseconds timeout) {
+  NoGradGuard no_grad;
+  const double local = nn::grad_norm_squared(shards);
+  // On the shards' device: NCCL all-reduces GPU memory only.
+  Tensor total =
+      from_data(std::vector<float>{static_cast<float>(local)}, {1}, shards.front().device());
+  group.all_reduce(total, ReduceOp::Sum)->wait(timeout);
+  const double norm = std::sqrt(static_cast<double>(total.cpu().item<float>()));
+  nn::scale_grads(shards, nn::clip_coefficient(norm, max_norm));
+  return norm;
 }
 
 }  // namespace ddp

@@ -11,12 +11,14 @@
 // sees. The padding is zero and stays zero.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "autograd/variable.hpp"
 #include "dist/parallel/shard_layout.hpp"
+#include "dist/process_group.hpp"
 
 namespace ddp {
 
@@ -50,5 +52,13 @@ class FlatParameter {
   ShardLayout layout_;
   Tensor flat_;
 };
+
+// The sharded wrappers' clip_grad_norm (ZeRO-2, FSDP), over the gradients of this rank's
+// slices (`shards`, each with its averaged gradient): each rank's sum of squares (the
+// padding adds zeros), one all-reduce of that number on the shards' device, then
+// nn::clip_grad_norm's coefficient on every slice. Returns the global norm, as
+// nn::clip_grad_norm does on one rank.
+double clip_shard_gradients(const std::vector<Variable>& shards, double max_norm,
+                            ProcessGroup& group, std::chrono::milliseconds timeout);
 
 }  // namespace ddp

@@ -2,7 +2,6 @@
 // gathers and frees around forward and backward, the reduce-scatter, the step.
 #include "dist/parallel/fully_sharded_data_parallel.hpp"
 
-#include <cmath>
 #include <utility>
 
 #include "autograd/engine.hpp"
@@ -10,7 +9,6 @@
 #include "autograd/ops/backward_hook.hpp"
 #include "base/error.hpp"
 #include "dist/parallel/replica_check.hpp"
-#include "nn/clip_grad.hpp"
 #include "tensor/memory.hpp"
 
 namespace ddp {
@@ -207,15 +205,7 @@ void FullyShardedDataParallel::finish_backward() {
 // ---- The step -----------------------------------------------------------------------------
 
 double FullyShardedDataParallel::clip_grad_norm(double max_norm) {
-  NoGradGuard no_grad;
-  const double local = nn::grad_norm_squared(shards_);  // the padding adds zeros
-  // On the shards' device: NCCL all-reduces GPU memory only.
-  Tensor total =
-      from_data(std::vector<float>{static_cast<float>(local)}, {1}, shards_.front().device());
-  group_.all_reduce(total, ReduceOp::Sum)->wait(options_.timeout);
-  const double norm = std::sqrt(static_cast<double>(total.cpu().item<float>()));
-  nn::scale_grads(shards_, nn::clip_coefficient(norm, max_norm));
-  return norm;
+  return clip_shard_gradients(shards_, max_norm, group_, options_.timeout);
 }
 
 void FullyShardedDataParallel::step() {

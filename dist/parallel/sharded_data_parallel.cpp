@@ -2,7 +2,6 @@
 // backward, and the step.
 #include "dist/parallel/sharded_data_parallel.hpp"
 
-#include <cmath>
 #include <numeric>
 #include <utility>
 
@@ -11,7 +10,6 @@
 #include "base/error.hpp"
 #include "dist/parallel/reducer.hpp"
 #include "dist/parallel/replica_check.hpp"
-#include "nn/clip_grad.hpp"
 #include "tensor/memory.hpp"
 
 namespace ddp {
@@ -151,16 +149,7 @@ void ShardedDataParallel::finish_backward() {
 // ---- The step -----------------------------------------------------------------------------
 
 double ShardedDataParallel::clip_grad_norm(double max_norm) {
-  NoGradGuard no_grad;
-  // The padding's gradients are zero: they add nothing to the sum.
-  const double local = nn::grad_norm_squared(shards_);
-  // On the shards' device: NCCL all-reduces GPU memory only.
-  Tensor total =
-      from_data(std::vector<float>{static_cast<float>(local)}, {1}, shards_.front().device());
-  group_.all_reduce(total, ReduceOp::Sum)->wait(options_.timeout);
-  const double norm = std::sqrt(static_cast<double>(total.cpu().item<float>()));
-  nn::scale_grads(shards_, nn::clip_coefficient(norm, max_norm));
-  return norm;
+  return clip_shard_gradients(shards_, max_norm, group_, options_.timeout);
 }
 
 void ShardedDataParallel::step() {

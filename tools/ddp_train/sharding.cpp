@@ -102,7 +102,7 @@ void Trainer::clip_and_step() {
       nn::clip_grad_norm(model_->parameters(), options_.clip_grad_norm);
     }
   }
-  trace::Span span("optimizer", "optimizer step");
+  trace::Span span("optimizer", options_.optimizer == "adamw" ? "AdamW step" : "SGD step");
   if (zero2_) {
     zero2_->step();
   } else if (fsdp_) {
