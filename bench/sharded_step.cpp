@@ -8,10 +8,10 @@
 // with a model of its own from the same seed: `--warmup` untimed and `--steps` timed steps
 // of a global batch of 128 random digits of the bundled set (one thread per rank). A
 // step's time is the slowest rank's, between two barriers. Memory, rank 0's
-// (tensor/memory.hpp): what it holds after the timed steps, beside the prediction of
-// Note [The memory prediction] (tools/ddp_train/sharding.cpp), and the peaks over those
-// steps (under zero2 and fsdp a bucket's or unit's full gradients exist until its
-// reduce-scatter has them; FSDP's parameters peak at the shards + two units).
+// (tensor/memory.hpp): what it holds after the timed steps, beside Note [The memory
+// prediction] (dist/parallel/memory_prediction.hpp), and the peaks over those steps (under
+// zero2 and fsdp a bucket's or unit's full gradients exist until its reduce-scatter has
+// them; FSDP's parameters peak at the shards + two units).
 // bench/sharded.sh runs it beside PyTorch's ZeroRedundancyOptimizer and prints ratios.
 #include <algorithm>
 #include <cmath>
@@ -28,6 +28,7 @@
 #include "dist/init.hpp"
 #include "dist/parallel/distributed_data_parallel.hpp"
 #include "dist/parallel/fully_sharded_data_parallel.hpp"
+#include "dist/parallel/memory_prediction.hpp"
 #include "dist/parallel/sharded_data_parallel.hpp"
 #include "dist/parallel/zero_redundancy_optimizer.hpp"
 #include "nn/adamw.hpp"
@@ -85,17 +86,6 @@ struct Mode {
   }
 };
 
-// Note [The memory prediction] (tools/ddp_train/sharding.cpp), bytes of the three rows.
-struct Prediction {
-  double parameters, gradients, state;
-};
-Prediction predict(const std::string& mode, double p, double w, double buffers) {
-  const double shard = 4.0 * p / w;
-  return {(mode == "fsdp" ? shard : 4.0 * p) + buffers,
-          mode == "ddp" ? 4.0 * p : mode == "zero1" ? 4.0 * p + shard : shard,
-          mode == "ddp" ? 8.0 * p : 8.0 * p / w};
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -121,18 +111,14 @@ int main(int argc, char** argv) {
     const MnistDataset train(MnistSplit::Train, default_mnist_folder());
     for (const std::string name : {"ddp", "zero1", "zero2", "fsdp"}) {
       Mode mode(name, width, *group);
-      double buffers = 0.0;
-      for (const auto& [n, b] : mode.model->named_buffers()) {
-        buffers += static_cast<double>(b.numel() * static_cast<std::int64_t>(element_size(b.dtype())));
-      }
       std::int64_t largest = 0, second = 0;  // FSDP's two largest units, padded
       for (std::size_t u = 0; mode.fsdp && u < mode.fsdp->num_units(); ++u) {
         const std::int64_t n = mode.fsdp->unit(u).layout().padded_numel();
         second = std::max(second, std::min(n, largest));
         largest = std::max(largest, n);
       }
-      const Prediction predicted = predict(name, static_cast<double>(mode.model->num_parameters()),
-                                           static_cast<double>(world), buffers);
+      const MemoryPrediction predicted =
+          predict_memory(name == "ddp" ? "none" : name, *mode.model, world, /*AdamW*/ 8.0);
       // FSDP's parameters at their peak: the shards and the two largest units whole.
       const double bound = predicted.parameters + 4.0 * static_cast<double>(largest + second);
       Generator pick(1000 + static_cast<std::uint64_t>(rank));
@@ -163,7 +149,7 @@ int main(int argc, char** argv) {
             "(%.3f); peaks: parameters %.3f%s, gradients %.3f, all tensors %.3f\n",
             world, width, name.c_str(), 1e3 * t.min_s, 1e3 * t.median_s,
             mib(live(C::Parameters)), mib(predicted.parameters), mib(live(C::Gradients)),
-            mib(predicted.gradients), mib(live(C::OptimizerState)), mib(predicted.state),
+            mib(predicted.gradients), mib(live(C::OptimizerState)), mib(predicted.optimizer_state),
             mib(peak(C::Parameters)),
             mode.fsdp ? detail::concat(" (bound ", std::lround(1000 * mib(bound)) / 1000.0, ")").c_str()
                       : "",

@@ -96,11 +96,6 @@ void set_limit(std::optional<std::int64_t> bytes, std::string source) {
   l.limit.store(bytes ? *bytes : -1);
 }
 
-std::optional<std::int64_t> limit() {
-  const std::int64_t bytes = tally().limit.load();
-  return bytes < 0 ? std::nullopt : std::optional<std::int64_t>(bytes);
-}
-
 std::optional<std::int64_t> limit_from_environment() {
   const char* text = std::getenv("DDP_MEMORY_LIMIT_MB");
   if (text == nullptr || *text == '\0') return std::nullopt;

@@ -71,7 +71,6 @@ void reset_peaks();  // every peak := its live bytes (the start of a measured re
 // allocation. `source` is how the budget error names where it came from
 // ("DDP_MEMORY_LIMIT_MB=512").
 void set_limit(std::optional<std::int64_t> bytes, std::string source = "memory::set_limit");
-std::optional<std::int64_t> limit();
 // DDP_MEMORY_LIMIT_MB (MiB, a positive integer) as bytes; nullopt when unset or empty;
 // a ddp::Error naming the variable and its value when it is not a positive integer.
 std::optional<std::int64_t> limit_from_environment();

@@ -209,15 +209,10 @@ double FullyShardedDataParallel::clip_grad_norm(double max_norm) {
 }
 
 void FullyShardedDataParallel::step() {
+  // The full copies a SummonFullParameters holds would go stale: step outside one.
+  DDP_CHECK(summoned_ == 0, who(), ": step() inside a SummonFullParameters");
   NoGradGuard no_grad;
   local_->step();  // the kept slices; the next forward gathers them
-  if (summoned_ > 0) {  // inside SummonFullParameters: keep the full copies current
-    for (std::size_t u = 0; u < units_.size(); ++u) {
-      units_[u].gathered = false;
-      units_[u].flat.flat().storage()->release();
-      wait_gathered(u);
-    }
-  }
 }
 
 void FullyShardedDataParallel::zero_grad() {

@@ -88,13 +88,11 @@ class FullyShardedDataParallel {
   nn::Optimizer& local_optimizer() { return *local_; }
   nn::Module& module() const { return *module_; }
   std::size_t num_units() const { return units_.size(); }
-  const std::string& unit_name(std::size_t u) const { return units_[u].name; }
   const FlatParameter& unit(std::size_t u) const { return units_[u].flat; }
   // What happened to the units, in order, for the tests and the page: "gather 2",
   // "free 2", "reduce-scatter 2". Recorded while record_events(true).
   void record_events(bool on) { recording_ = on; }
   const std::vector<std::string>& events() const { return events_; }
-  void clear_events() { events_.clear(); }
 
  private:
   struct Unit {

@@ -48,12 +48,14 @@ Trains the ResNet-style network of chapter 04 on MNIST and reports test accuracy
   --max-steps N         stop after N optimizer steps in all (default 0: no limit)
   --batch-size N        images per step on each rank (default: 128 / ranks)
   --global-batch-size N images per step over all ranks (default 128)
-  --lr X                SGD learning rate, peak of the schedule (default 0.1)
+  --lr X                learning rate (SGD's or AdamW's), peak of the schedule
+                        (default 0.1)
   --schedule S          cosine: a linear warm-up from lr/10, then cosine decay to 0,
                         per step; constant: lr throughout (default cosine)
   --warmup-epochs N     epochs of warm-up before the cosine (default 1)
   --momentum X          SGD momentum (default 0.9)
-  --weight-decay X      L2 penalty added to the gradient (default 5e-4)
+  --weight-decay X      SGD: L2 penalty added to the gradient; AdamW: decoupled
+                        (default 5e-4)
   --seed N              initial weights and shuffling (default 0)
   --device D            cpu, cuda, cuda:N or auto (default auto: a GPU when present,
                         cuda:<local rank> on several ranks)

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "autograd/grad_mode.hpp"
+#include "dist/parallel/memory_prediction.hpp"
 #include "dist/parallel/zero_redundancy_optimizer.hpp"
 #include "nn/adamw.hpp"
 #include "nn/clip_grad.hpp"
@@ -122,38 +123,19 @@ void Trainer::zero_grad() {
   }
 }
 
-// Note [The memory prediction]
-// The ZeRO paper's accounting in fp32, for P parameters, W ranks and K bytes of optimizer
-// state per parameter (SGD with momentum: 4, AdamW: 8):
-//              parameters       gradients          optimizer state
-//   none       4P               4P                 K P
-//   zero1      4P               4P + 4P/W          K P / W
-//   zero2      4P               4P / W             K P / W
-//   fsdp       4P / W           4P / W             K P / W
-// P/W is a shard with its padding (fewer than W elements per flat buffer: ShardLayout).
-// zero1 keeps DDP's gradients and a copy of its slice; under fsdp the parameters are the
-// shards between uses (at most two units whole while one computes). The parameters' row
-// also holds the buffers (BatchNorm's statistics), replicated under every --shard: their
-// bytes are added to the prediction. Activations and communication buffers depend on the
-// batch and the buckets: not predicted.
+// Each rank's table, with Note [The memory prediction] (dist/parallel/memory_prediction.hpp)
+// beside the rows it covers.
 void Trainer::print_memory() const {
-  const double p = static_cast<double>(model_->num_parameters());
-  const double w = static_cast<double>(world_size());
   const double k = options_.optimizer == "adamw" ? 8.0 : (options_.momentum > 0.0 ? 4.0 : 0.0);
   const std::string& s = group_ ? options_.shard : std::string("none");
-  const double shard = 4.0 * p / w;
-  double buffers = 0.0;
-  for (const auto& [name, b] : model_->named_buffers()) {
-    buffers += static_cast<double>(b.numel() * static_cast<std::int64_t>(element_size(b.dtype())));
-  }
-  const double params = (s == "fsdp" ? shard : 4.0 * p) + buffers;
-  const double grads = s == "none" ? 4.0 * p : s == "zero1" ? 4.0 * p + shard : shard;
-  const double state = s == "none" ? k * p : k * p / w;
+  const MemoryPrediction prediction = predict_memory(s, *model_, world_size(), k);
   const memory::Snapshot now = memory::snapshot();
   std::string table = memory::format_table(now);
   // The prediction beside the three rows it covers, in bytes like the column before it.
   const std::pair<const char*, double> predicted[] = {
-      {"parameters", params}, {"gradients", grads}, {"optimizer state", state}};
+      {"parameters", prediction.parameters},
+      {"gradients", prediction.gradients},
+      {"optimizer state", prediction.optimizer_state}};
   std::string out;
   std::size_t start = 0;
   while (start < table.size()) {
