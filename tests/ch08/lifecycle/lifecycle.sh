@@ -164,9 +164,15 @@ stop)
   # 4. Ctrl-C twice: the second one ends the ranks at once, without a checkpoint.
   start_training twice --save twice.ckpt
   pids=$(pgrep -P "$job")
-  # Both to the ranks directly, a moment apart (the same signal sent twice at once is
-  # delivered once), so that the second one surely arrives during the stop.
-  kill -INT $pids && sleep 0.02 && kill -INT $pids
+  # To the ranks directly, every 2 ms until one of them is gone: the same signal sent twice
+  # at once is delivered once, and a stop can take less than the 20 ms this used to wait
+  # (a step of this test's batch takes ~20 ms on an idle 2-core box), so one fixed second
+  # signal could come after the ranks had already stopped. Some signal after the first
+  # surely arrives during the stop.
+  for ((i = 0; i < 2500; ++i)); do
+    kill -INT $pids 2>/dev/null || break
+    sleep 0.002
+  done
   finish $log 30
   ((rc != 0 && rc != 75)) || { cat $log; failk other "two SIGINTs: ddprun exited $rc"; }
   grep -q 'killed by signal 2' $log ||
