@@ -3,7 +3,7 @@
 // 05. The rest of the group has files of its own: connecting the ring, tcp_ring_connect.cpp;
 // running a RingPlan, pipelined_ring.cpp; a failure's report and the neighbour it names,
 // tcp_ring_failures.cpp. The ring schedule they follow is ring_schedule.cpp, the plain ring
-// plain_ring.cpp.
+// plain_ring.cpp and its halves plain_ring_halves.cpp.
 #include "dist/process_group_tcp.hpp"
 
 #include <sched.h>
@@ -18,7 +18,6 @@
 #include "base/error.hpp"
 #include "base/trace.hpp"
 #include "dist/host_reduce.hpp"
-#include "dist/plain_ring.hpp"
 #include "dist/tcp_store.hpp"  // kStoreConflictKey
 
 namespace ddp {
@@ -240,9 +239,9 @@ void ProcessGroupTcp::ring_all_reduce(T* data, std::int64_t n, ReduceOp op) {
   if (op == ReduceOp::Avg) detail::divide(data, n, w);
 }
 
-// The plain ring on the two links, each send and receive bounded by the collective's
-// deadline; a link that fails is named.
-void ProcessGroupTcp::plain_all_reduce(float* data, std::int64_t n, ReduceOp op) {
+// The plain ring's two links, each send and receive bounded by the collective's deadline;
+// a link that fails is named.
+RingLinks ProcessGroupTcp::plain_links() {
   auto named = [this](bool left, auto&& io) {
     try {
       io();
@@ -250,15 +249,26 @@ void ProcessGroupTcp::plain_all_reduce(float* data, std::int64_t n, ReduceOp op)
       DDP_FAIL(who(), ": ", current_, ": ", neighbour_name(left), ": ", e.what());
     }
   };
-  const RingLinks links{
-      [&](std::span<const float> chunk) {
+  return RingLinks{
+      [this, named](std::span<const float> chunk) {
         named(false, [&] { right_.send_all(chunk.data(), chunk.size_bytes(), current_deadline_); });
       },
-      [&](std::span<float> chunk) {
+      [this, named](std::span<float> chunk) {
         named(true, [&] { left_.recv_all(chunk.data(), chunk.size_bytes(), current_deadline_); });
       }};
-  plain_ring_all_reduce({data, static_cast<std::size_t>(n)}, rank(), size(), links);
+}
+
+void ProcessGroupTcp::plain_all_reduce(float* data, std::int64_t n, ReduceOp op) {
+  plain_ring_all_reduce({data, static_cast<std::size_t>(n)}, rank(), size(), plain_links());
   if (op == ReduceOp::Avg) detail::divide(data, n, size());
+}
+
+// data: size() chunks of n; afterwards chunk rank() holds the reduction (Note [All-reduce =
+// reduce-scatter + all-gather], plain_ring.hpp).
+void ProcessGroupTcp::plain_reduce_scatter(float* data, std::int64_t n, ReduceOp op) {
+  plain_ring_reduce_scatter({data, static_cast<std::size_t>(n * size())}, rank(), size(),
+                            plain_links());
+  if (op == ReduceOp::Avg) detail::divide(data + rank() * n, n, size());
 }
 
 std::shared_ptr<Work> ProcessGroupTcp::all_gather(Tensor& output, const Tensor& input) {
@@ -274,7 +284,10 @@ std::shared_ptr<Work> ProcessGroupTcp::all_gather(Tensor& output, const Tensor& 
     // Our own piece first, at its place: chunk rank() of the output.
     Tensor flat = host.reshape({host.numel()});
     detail::staged_copy(in.reshape({n}), flat.narrow(0, rank() * n, n), ready);
-    if (host.dtype() == DType::Float32) {
+    if (host.dtype() == DType::Float32 && plain_ring_) {
+      plain_ring_all_gather(std::span(host.data<float>(), host.numel()), rank(), size(),
+                            plain_links());
+    } else if (host.dtype() == DType::Float32) {
       ring_all_gather(host.data<float>(), n);
     } else {
       ring_all_gather(host.data<std::int64_t>(), n);
@@ -297,7 +310,10 @@ std::shared_ptr<Work> ProcessGroupTcp::reduce_scatter(Tensor& output, const Tens
     // The input is const: reduce in a copy of it, then hand out our chunk.
     Tensor work = in.is_cuda() ? detail::host_copy(in, ready) : in.clone();
     const std::int64_t n = out.numel();
-    if (work.dtype() == DType::Float32) {
+    if (work.dtype() == DType::Float32 && plain_ring_ &&
+        (op == ReduceOp::Sum || op == ReduceOp::Avg)) {
+      plain_reduce_scatter(work.data<float>(), n, op);
+    } else if (work.dtype() == DType::Float32) {
       ring_reduce_scatter(work.data<float>(), n, op);
     } else {
       ring_reduce_scatter(work.data<std::int64_t>(), n, op);

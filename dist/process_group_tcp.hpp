@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "dist/link_emulation.hpp"
+#include "dist/plain_ring.hpp"  // RingLinks
 #include "dist/process_group.hpp"
 #include "dist/ring_schedule.hpp"
 #include "dist/socket.hpp"
@@ -151,8 +152,11 @@ class ProcessGroupTcp final : public ProcessGroup {
   };
   template <typename T>
   void ring_all_reduce(T* data, std::int64_t n, ReduceOp op);
-  // The plain ring (dist/plain_ring.hpp) over this group's two links: DDP_TCP_RING=plain.
+  // The plain ring (dist/plain_ring.hpp) over this group's two links: DDP_TCP_RING=plain,
+  // for float32 sums and averages, and (chapter 09) all-gathers.
+  RingLinks plain_links();
   void plain_all_reduce(float* data, std::int64_t n, ReduceOp op);
+  void plain_reduce_scatter(float* data, std::int64_t n, ReduceOp op);
   template <typename T>
   void small_all_reduce(T* data, std::int64_t n, ReduceOp op);
   template <typename T>
@@ -196,7 +200,7 @@ class ProcessGroupTcp final : public ProcessGroup {
   Socket right_;  // send only: to rank + 1
   PageBuffer scratch_;  // page-aligned: Note [4K aliasing] in pipelined_ring.cpp
   std::unique_ptr<EmulatedLink> link_;  // to the right; null: the plain socket
-  bool plain_ring_ = false;  // DDP_TCP_RING=plain: float32 sums take the plain ring
+  bool plain_ring_ = false;  // DDP_TCP_RING=plain: float32 collectives take the plain ring
 
   // What the communication thread is doing, for error messages.
   std::string current_;                // description of the running collective

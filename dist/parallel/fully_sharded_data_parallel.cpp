@@ -1,14 +1,15 @@
 // FullyShardedDataParallel (see fully_sharded_data_parallel.hpp): the units, their
-// gathers and frees around forward and backward, the reduce-scatter, the step.
+// gathers and frees, the reduce-scatter, the step. When a unit is gathered and freed
+// around its forward and backward is fsdp_unit_order.cpp's (exercise 09.3).
 #include "dist/parallel/fully_sharded_data_parallel.hpp"
 
 #include <utility>
 
 #include "autograd/engine.hpp"
 #include "autograd/grad_mode.hpp"
-#include "autograd/ops/backward_hook.hpp"
 #include "base/error.hpp"
 #include "dist/parallel/replica_check.hpp"
+#include "dist/parallel/shard_trace.hpp"
 #include "tensor/memory.hpp"
 
 namespace ddp {
@@ -79,6 +80,7 @@ std::string FullyShardedDataParallel::who() const { return group_.who("FullyShar
 
 void FullyShardedDataParallel::note(const char* what, std::size_t u) {
   if (recording_) events_.push_back(detail::concat(what, " ", u));
+  trace_shard_event(what, u);  // the timeline draws the gathers and reduce-scatters
 }
 
 // ---- Gathering and freeing a unit ---------------------------------------------------------
@@ -95,6 +97,7 @@ void FullyShardedDataParallel::wait_gathered(std::size_t u) {
   Unit& unit = units_[u];
   start_gather(u);
   if (unit.gather) {
+    const TracedWait traced("gather", u);
     unit.gather->wait(options_.timeout);
     unit.gather.reset();
   }
@@ -126,23 +129,7 @@ Variable FullyShardedDataParallel::forward(const Variable& x) {
   return (*module_)(x);
 }
 
-void FullyShardedDataParallel::before_forward(std::size_t u) {
-  wait_gathered(u);
-  if (options_.prefetch && u + 1 < units_.size()) start_gather(u + 1);
-}
-
-Variable FullyShardedDataParallel::after_forward(std::size_t u, const Variable& output) {
-  free_full(u);  // autograd keeps views of the weights: they are gathered again below
-  if (!output.requires_grad()) return output;
-  return ddp::before_backward(output, [this, u] { gather_for_backward(u); });
-}
-
 // ---- Backward -----------------------------------------------------------------------------
-
-void FullyShardedDataParallel::gather_for_backward(std::size_t u) {
-  wait_gathered(u);  // the memory autograd's saved weights view holds them again
-  if (options_.prefetch && u > 0) start_gather(u - 1);
-}
 
 void FullyShardedDataParallel::on_gradient_ready(std::size_t u) {
   Unit& unit = units_[u];
@@ -182,7 +169,10 @@ void FullyShardedDataParallel::on_gradient_ready(std::size_t u) {
 
 void FullyShardedDataParallel::complete_reduce(std::size_t u) {
   Unit& unit = units_[u];
-  unit.reduce->wait(options_.timeout);
+  {
+    const TracedWait traced("reduce-scatter", u);
+    unit.reduce->wait(options_.timeout);
+  }
   unit.reduce.reset();
   unit.padded_gradients = Tensor();
   // The sum over ranks -> the average, added to what the shard's gradient held.

@@ -115,6 +115,7 @@ class FullyShardedDataParallel {
   void start_gather(std::size_t u);  // restore the memory, launch the all-gather
   void wait_gathered(std::size_t u);
   void free_full(std::size_t u);     // release the memory of unit u's full parameters
+  // A unit's hooks around its forward and backward: fsdp_unit_order.cpp (exercise 09.3).
   void before_forward(std::size_t u);
   Variable after_forward(std::size_t u, const Variable& output);
   void gather_for_backward(std::size_t u);  // runs when the gradient reaches u's output

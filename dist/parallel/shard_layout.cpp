@@ -1,4 +1,6 @@
 // ShardLayout (see shard_layout.hpp): the arithmetic of a padded, evenly sharded buffer.
+// This file holds exactly the functions of exercise 09.1: the exercise build links the
+// participant's copy in its place (tutorial/EXERCISES.md).
 #include "dist/parallel/shard_layout.hpp"
 
 #include <algorithm>

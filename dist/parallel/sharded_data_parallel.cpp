@@ -10,6 +10,7 @@
 #include "base/error.hpp"
 #include "dist/parallel/reducer.hpp"
 #include "dist/parallel/replica_check.hpp"
+#include "dist/parallel/shard_trace.hpp"
 #include "tensor/memory.hpp"
 
 namespace ddp {
@@ -119,6 +120,7 @@ void ShardedDataParallel::launch(std::size_t b) {
   // without zero_grad adds to the first, as DDP's gradients do.
   Tensor summed = empty({bucket.layout().shard_numel}, {.device = bucket.flat().device()});
   works_[b] = group_.reduce_scatter(summed, padded, ReduceOp::Sum);
+  trace_shard_event("reduce-scatter", b);
   in_flight_[b] = std::move(padded);  // kept until the reduce-scatter is done
   summed_[b] = std::move(summed);
   // Wait for the bucket before this one here, inside backward: its padded buffer can go
@@ -128,7 +130,10 @@ void ShardedDataParallel::launch(std::size_t b) {
 }
 
 void ShardedDataParallel::complete(std::size_t b) {
-  works_[b]->wait(options_.timeout);
+  {
+    const TracedWait traced("reduce-scatter", b);
+    works_[b]->wait(options_.timeout);
+  }
   works_[b].reset();
   in_flight_[b] = Tensor();
   // The sum over ranks -> the average, added to what the shard's gradient held.
@@ -161,9 +166,13 @@ void ShardedDataParallel::step() {
   for (std::size_t b = 0; b < buckets_.size(); ++b) {
     Tensor send = shards_[b].data().clone();  // the input must not alias the output
     gathers.push_back(group_.all_gather(buckets_[b].flat(), send));
+    trace_shard_event("gather", b);
     sends.push_back(std::move(send));
   }
-  for (const auto& work : gathers) work->wait(options_.timeout);
+  for (std::size_t b = 0; b < gathers.size(); ++b) {
+    const TracedWait traced("gather", b);
+    gathers[b]->wait(options_.timeout);
+  }
 }
 
 void ShardedDataParallel::zero_grad() {

@@ -5,6 +5,7 @@
 
 #include "autograd/grad_mode.hpp"
 #include "base/error.hpp"
+#include "dist/parallel/shard_trace.hpp"
 #include "tensor/memory.hpp"
 
 namespace ddp {
@@ -35,7 +36,10 @@ void ZeroRedundancyOptimizer::step() {
   flat_.copy_shard_gradients(shard_grad, who());  // 1. this rank's slice of the gradients
   local_->step();                                 // 2. updates the slice of the flat buffer
   send_.copy_(shard_.data());
-  group_.all_gather(flat_.flat(), send_)->wait(timeout_);  // 3. every slice, everywhere
+  trace_shard_event("gather", 0);
+  auto gather = group_.all_gather(flat_.flat(), send_);  // 3. every slice, everywhere
+  const TracedWait traced("gather", 0);
+  gather->wait(timeout_);
 }
 
 void ZeroRedundancyOptimizer::zero_grad() {

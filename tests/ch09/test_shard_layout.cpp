@@ -16,7 +16,7 @@ using ddp::Tensor;
 using ddp::Variable;
 
 TEST_CASE("ShardLayout: every element has exactly one owner, shards are even",
-          "[shard][ch09]") {
+          "[shard][ch09][ex09.1]") {
   for (std::int64_t numel : {0, 1, 2, 5, 7, 10, 12, 13, 100, 2785}) {
     for (int world : {1, 2, 3, 4, 5, 8}) {
       INFO("numel " << numel << ", world " << world);
@@ -44,7 +44,7 @@ TEST_CASE("ShardLayout: every element has exactly one owner, shards are even",
   }
 }
 
-TEST_CASE("ShardLayout: the examples of shard_layout.hpp", "[shard][ch09]") {
+TEST_CASE("ShardLayout: the examples of shard_layout.hpp", "[shard][ch09][ex09.1]") {
   const ShardLayout ten = ddp::make_shard_layout(10, 4);
   CHECK(ten.shard_numel == 3);
   CHECK(ten.padded_numel() == 12);
