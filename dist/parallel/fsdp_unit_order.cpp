@@ -15,10 +15,13 @@ void FullyShardedDataParallel::before_forward(std::size_t u) {
 
 // Unit u's forward hook, after its ops: the full parameters go. Autograd still holds views
 // of them for the backward, so the output carries a hook that gathers them again when the
-// gradient reaches it, before any of u's backward ops runs.
+// gradient reaches it, before any of u's backward ops runs. The last unit is the first
+// whose backward runs, right after the loss: when a backward will follow, it stays whole
+// (PyTorch's FSDP keeps the root's parameters after forward for the same reason).
 Variable FullyShardedDataParallel::after_forward(std::size_t u, const Variable& output) {
-  free_full(u);
-  if (!output.requires_grad()) return output;
+  const bool backward_follows = output.requires_grad();
+  if (!backward_follows || u + 1 < units_.size()) free_full(u);
+  if (!backward_follows) return output;
   return ddp::before_backward(output, [this, u] { gather_for_backward(u); });
 }
 

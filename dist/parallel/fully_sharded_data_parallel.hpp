@@ -7,6 +7,8 @@
 // parameters exist only while it computes:
 //
 //   forward of unit u:   all-gather u (prefetched) -> start gathering u+1 -> u's ops -> free u
+//                        (the last unit stays whole when a backward follows: it is the
+//                        first one backward needs)
 //   backward of unit u:  all-gather u (prefetched) -> start gathering u-1 -> u's backward
 //                        -> reduce-scatter u's gradients -> free u and its full gradients
 //   step:                the local optimizer on the slices; nothing to gather (the next

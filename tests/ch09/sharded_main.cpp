@@ -444,9 +444,9 @@ int check_accumulation(const std::string& scenario, const Data& data, ProcessGro
 
 // FSDP's order of gathers, frees and reduce-scatters over one training step of the three
 // units, against the schedule of fully_sharded_data_parallel.hpp: each unit gathered before
-// its forward with the next one prefetched, freed after it; gathered again before its
-// backward (the one before it prefetched), then reduce-scattered and freed. At most two
-// units are whole at any moment. Returns the number of failed checks on this rank.
+// its forward with the next one prefetched, freed after it (the last one kept for the
+// backward); gathered again before its backward (the one before it prefetched), then
+// reduce-scattered and freed. At most two units are whole at any moment. Returns the number of failed checks on this rank.
 int check_order(const Data& data, ProcessGroup& group) {
   const std::int64_t b = kGlobalBatch / group.size();
   Sharded sharded("fsdp", "sgd", test::RankArgs{}, group);
@@ -457,9 +457,9 @@ int check_order(const Data& data, ProcessGroup& group) {
   sharded.forward_backward(x, y);
   const std::vector<std::string> expected = {
       // forward
-      "gather 0", "gather 1", "free 0", "gather 2", "free 1", "free 2",
+      "gather 0", "gather 1", "free 0", "gather 2", "free 1",
       // backward, last unit first
-      "gather 2", "gather 1", "reduce-scatter 2", "free 2", "gather 0", "reduce-scatter 1",
+      "gather 1", "reduce-scatter 2", "free 2", "gather 0", "reduce-scatter 1",
       "free 1", "reduce-scatter 0", "free 0"};
   std::string got;
   for (const std::string& e : fsdp.events()) got += (got.empty() ? "" : ", ") + e;

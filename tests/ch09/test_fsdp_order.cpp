@@ -11,6 +11,7 @@
 
 #include "dist/parallel/fully_sharded_data_parallel.hpp"
 #include "autograd/functions.hpp"
+#include "autograd/grad_mode.hpp"
 #include "nn/linear.hpp"
 #include "nn/relu.hpp"
 #include "nn/sequential.hpp"
@@ -67,13 +68,28 @@ TEST_CASE("FSDP gathers each unit before its forward and backward and frees it a
   fsdp.record_events(true);
   const Batch b = batch(1);
   ddp::cross_entropy(fsdp(Variable(b.x)), b.y).backward();
-  // Forward: u gathered (u+1 prefetched), u's ops, u freed. Backward, last unit first: u
-  // gathered again (u-1 prefetched), u's ops, its gradients reduce-scattered, u freed. At
-  // most two units are ever whole.
+  // Forward: u gathered (u+1 prefetched), u's ops, u freed, but the last unit, whose
+  // backward comes next. Backward, last unit first: u gathered again (u-1 prefetched), u's
+  // ops, its gradients reduce-scattered, u freed. At most two units are ever whole.
   const std::vector<std::string> expected = {
-      "gather 0", "gather 1", "free 0", "gather 2", "free 1", "free 2",
-      "gather 2", "gather 1", "reduce-scatter 2", "free 2", "gather 0", "reduce-scatter 1",
+      "gather 0", "gather 1", "free 0", "gather 2", "free 1",
+      "gather 1", "reduce-scatter 2", "free 2", "gather 0", "reduce-scatter 1",
       "free 1", "reduce-scatter 0", "free 0"};
+  CHECK(joined(fsdp.events()) == joined(expected));
+}
+
+TEST_CASE("FSDP without a backward to follow frees every unit after its forward",
+          "[fsdp][ch09][ex09.3]") {
+  auto group = ddp::testing::world_of_one();
+  FullyShardedDataParallel fsdp(three_units(), *group, sgd);
+  fsdp.record_events(true);
+  const Batch b = batch(1);
+  {
+    const ddp::NoGradGuard no_grad;  // an evaluation: nothing will need the last unit
+    fsdp(Variable(b.x));
+  }
+  const std::vector<std::string> expected = {"gather 0", "gather 1", "free 0",
+                                             "gather 2", "free 1",   "free 2"};
   CHECK(joined(fsdp.events()) == joined(expected));
 }
 

@@ -1,10 +1,10 @@
 // Evaluation: the test loss and accuracy after every epoch, in eval mode and without
 // gradients. Chapter 04; chapter 06 gives each rank a shard of the test set and sums the
-// results over the ranks (sum_over_ranks), so that every rank reports the whole test set.
+// results over the ranks (sum_over_ranks), so that every rank reports the whole test set;
+// under FSDP (chapter 09) the model evaluates unit by unit, as it trains.
 #include "tools/ddp_train/trainer.hpp"
 
 #include <cstdint>
-#include <optional>
 #include <vector>
 
 #include "autograd/functions.hpp"
@@ -30,10 +30,6 @@ Evaluation Trainer::evaluate() {
   if ((zero2_ || fsdp_) && options_.broadcast_buffers) {
     broadcast_buffers(*model_, *group_, /*root=*/0, std::chrono::seconds(options_.timeout_s));
   }
-  // FSDP: the whole model gathered once for the evaluation (the ranks' shards of the test
-  // set may take different numbers of batches: no collective per batch).
-  std::optional<FullyShardedDataParallel::SummonFullParameters> whole;
-  if (fsdp_) whole.emplace(*fsdp_);
   model_->eval();
   NoGradGuard no_grad;
   Evaluation e;
@@ -43,14 +39,31 @@ Evaluation Trainer::evaluate() {
   DataLoader loader(test_set_, order, kEvalBatch, /*drop_last=*/false, device_);
   double loss_sum = 0.0;
   std::int64_t correct = 0, total = 0;
+  // Through FSDP, which gathers each unit for its forward; the other wrappers' parameters
+  // are all here, and their forward does nothing more without gradients.
+  auto evaluate_forward = [this](const Tensor& images) {
+    return fsdp_ ? (*fsdp_)(Variable(images)) : (*model_)(Variable(images));
+  };
+  std::int64_t forwards = 0;
   for (Batch& batch : loader) {
-    Variable logits = (*model_)(Variable(batch.images));
+    ++forwards;
+    Variable logits = evaluate_forward(batch.images);
     const std::int64_t b = batch.labels.numel();
     loss_sum += static_cast<double>(cross_entropy(logits, batch.labels).data().item<float>()) *
                 static_cast<double>(b);
     correct +=
         static_cast<std::int64_t>(sum(eq(argmax(logits.data(), 1), batch.labels)).item<float>());
     total += b;
+  }
+  // FSDP gathers unit by unit in every forward, collectives every rank must call: a rank
+  // whose shard has a batch fewer (the shards differ by one image at most) runs one forward
+  // more, on one image, and ignores it.
+  if (fsdp_) {
+    const std::int64_t largest_shard = (test_set_.size() + world_size() - 1) / world_size();
+    const std::vector<std::int64_t> first{0};
+    for (; forwards < (largest_shard + kEvalBatch - 1) / kEvalBatch; ++forwards) {
+      evaluate_forward(test_set_.get_batch(first, device_).images);
+    }
   }
   std::vector<double> losses{loss_sum};
   std::vector<std::int64_t> counts{correct, total};
