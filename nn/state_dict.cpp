@@ -134,8 +134,8 @@ void write_all(int fd, const std::string& bytes, const std::filesystem::path& ta
 
 }  // namespace
 
-void save_state_dict(const StateDict& state, const std::filesystem::path& path,
-                     const SaveObserver& observer) {
+FileSummary save_state_dict(const StateDict& state, const std::filesystem::path& path,
+                            const SaveObserver& observer) {
   const std::string bytes = encode(state);
   const std::filesystem::path folder =
       path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
@@ -164,6 +164,7 @@ void save_state_dict(const StateDict& state, const std::filesystem::path& path,
   FileDescriptor dir(::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   DDP_CHECK(dir.get() >= 0 && ::fsync(dir.get()) == 0, "save_state_dict(", path.string(),
             "): fsync of the folder ", folder.string(), " failed: ", errno_text());
+  return FileSummary{.bytes = bytes.size(), .crc32 = crc32_of(bytes.data(), bytes.size())};
 }
 
 // ---- Reading: every field bounds-checked, every entry's CRC compared --------------------------
@@ -232,8 +233,12 @@ std::string read_file(const std::filesystem::path& path) {
 
 }  // namespace
 
-StateDict read_state_dict(const std::filesystem::path& path) {
-  Reader in(read_file(path), path);
+StateDict read_state_dict(const std::filesystem::path& path, FileSummary* summary) {
+  std::string bytes = read_file(path);
+  if (summary) {
+    *summary = FileSummary{.bytes = bytes.size(), .crc32 = crc32_of(bytes.data(), bytes.size())};
+  }
+  Reader in(std::move(bytes), path);
   const std::string magic(in.take(kMagicSize, "the magic"), kMagicSize);
   if (magic != std::string(kStateDictMagic, kMagicSize)) {
     in.fail("not a DDPSTATE file (the first 8 bytes are not \"DDPSTATE\")");

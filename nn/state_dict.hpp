@@ -70,16 +70,27 @@ using SaveObserver = std::function<void(SavePoint point, std::size_t bytes_writt
 // The temporary file is written in pieces of at most this many bytes.
 inline constexpr std::size_t kSaveChunkBytes = 1 * kMiB;
 
-// Writes `state` to `path` (tensors on any device; GPU ones are copied to the host).
-// Throws ddp::Error naming the path and the failing system call. `observer`, when given,
-// is called at each SavePoint (for tests; Note [Testing a crash mid-save]).
-void save_state_dict(const StateDict& state, const std::filesystem::path& path,
-                     const SaveObserver& observer = {});
+// A whole file as written or read: its size and the CRC-32 of all its bytes. Chapter 09's
+// sharded checkpoints record it for every shard file in their manifest, so that a file of
+// another save (valid on its own, every entry's CRC right) is not taken for this one's.
+struct FileSummary {
+  std::uint64_t bytes = 0;
+  std::uint32_t crc32 = 0;
+};
+
+// Writes `state` to `path` (tensors on any device; GPU ones are copied to the host) and
+// returns what it wrote. Throws ddp::Error naming the path and the failing system call.
+// `observer`, when given, is called at each SavePoint (for tests; Note [Testing a crash
+// mid-save]).
+FileSummary save_state_dict(const StateDict& state, const std::filesystem::path& path,
+                            const SaveObserver& observer = {});
 
 // Reads and checks the whole file: magic, version, every header, every CRC, nothing left
 // over. The tensors come back on the CPU. Throws ddp::Error naming the path and the
 // first bad entry (index and name) on a truncated, corrupted or malformed file.
-StateDict read_state_dict(const std::filesystem::path& path);
+// `summary`, when given, receives the file's size and whole-file CRC-32 (filled before
+// the entries are checked, so also when the checks then throw).
+StateDict read_state_dict(const std::filesystem::path& path, FileSummary* summary = nullptr);
 
 // module.state_dict() to a file, and back. load_module reads and checks the whole file
 // first, then hands it to Module::load_state_dict (which checks names, dtypes and shapes

@@ -1,4 +1,5 @@
-// consolidate_optimizer_state and shard_optimizer_state (see sharded_state.hpp).
+// consolidate_optimizer_state, shard_optimizer_state and the cutting they share with a sharded
+// checkpoint (see sharded_state.hpp).
 #include "dist/parallel/sharded_state.hpp"
 
 #include <algorithm>
@@ -38,6 +39,35 @@ std::vector<std::size_t> model_indices(const FlatParameter& flat,
 
 }  // namespace
 
+FlatPlaces places_of(const FlatParameter& flat, const std::vector<Variable>& parameters) {
+  FlatPlaces places;
+  places.index = model_indices(flat, parameters);
+  for (std::size_t k = 0; k < flat.parameters().size(); ++k) {
+    places.offset.push_back(flat.offset(k));
+    places.shape.push_back(flat.parameters()[k].shape());
+  }
+  return places;
+}
+
+void unflatten_optimizer_entry(const std::string& kind, const Tensor& whole,
+                               const FlatPlaces& places, nn::StateDict& full) {
+  for (std::size_t k = 0; k < places.index.size(); ++k) {
+    const std::string name = kind + "." + std::to_string(places.index[k]);
+    if (whole.dtype() == DType::Int64) {  // a step count: the same for the whole buffer
+      full.emplace_back(name, whole.clone());
+      continue;
+    }
+    const std::int64_t numel = ddp::numel(places.shape[k]);
+    full.emplace_back(name, whole.narrow(0, places.offset[k], numel).view(places.shape[k]).clone());
+  }
+}
+
+void sort_by_parameter(nn::StateDict& full) {
+  std::stable_sort(full.begin(), full.end(), [](const auto& a, const auto& b) {
+    return split_name(a.first, "").second < split_name(b.first, "").second;
+  });
+}
+
 nn::StateDict consolidate_optimizer_state(const nn::Optimizer& local,
                                           const std::vector<const FlatParameter*>& flats,
                                           const std::vector<Variable>& parameters,
@@ -49,23 +79,15 @@ nn::StateDict consolidate_optimizer_state(const nn::Optimizer& local,
     DDP_CHECK(j < flats.size(), "consolidate_optimizer_state: entry '", name, "' but ",
               flats.size(), " flat buffers");
     const FlatParameter& flat = *flats[j];
-    const std::vector<std::size_t> index = model_indices(flat, parameters);
-    if (tensor.dtype() == DType::Int64) {  // a step count: the same for the whole buffer
-      for (std::size_t i : index) full.emplace_back(kind + "." + std::to_string(i), tensor.clone());
+    if (tensor.dtype() == DType::Int64) {
+      unflatten_optimizer_entry(kind, tensor, places_of(flat, parameters), full);
       continue;
     }
     Tensor padded = empty({flat.layout().padded_numel()}, {.device = tensor.device()});
     group.all_gather(padded, tensor.contiguous())->wait(timeout);
-    for (std::size_t k = 0; k < index.size(); ++k) {
-      const Variable& p = flat.parameters()[k];
-      full.emplace_back(kind + "." + std::to_string(index[k]),
-                        padded.narrow(0, flat.offset(k), p.numel()).view(p.shape()).clone());
-    }
+    unflatten_optimizer_entry(kind, padded, places_of(flat, parameters), full);
   }
-  // In the order an unsharded optimizer lists its state: by parameter, then by kind.
-  std::stable_sort(full.begin(), full.end(), [](const auto& a, const auto& b) {
-    return split_name(a.first, "").second < split_name(b.first, "").second;
-  });
+  sort_by_parameter(full);
   return full;
 }
 

@@ -9,10 +9,13 @@
 // consolidated state, which any number of ranks resumes, sharded or not:
 // shard_optimizer_state cuts this rank's slices out of it again. Float32 entries are
 // sliced; int64 entries (AdamW's step counts) hold one value per flat buffer and are
-// copied to each of its parameters.
+// copied to each of its parameters. A sharded checkpoint (sharded_checkpoint.hpp) cuts its
+// flat buffers back into parameters with the same two functions, unflatten_optimizer_entry
+// and sort_by_parameter, so that both forms of a checkpoint hold the same bits.
 #pragma once
 
 #include <chrono>
+#include <string>
 #include <vector>
 
 #include "dist/parallel/flat_parameter.hpp"
@@ -20,6 +23,27 @@
 #include "nn/optimizer.hpp"
 
 namespace ddp {
+
+// Where the parameters of one flat buffer lie in it, and which of the model's parameters
+// they are: what cutting the buffer back into parameters needs. Made from a live
+// FlatParameter (places_of), or read back from a sharded checkpoint's manifest.
+struct FlatPlaces {
+  std::vector<std::size_t> index;    // each parameter's position in the model's parameters()
+  std::vector<std::int64_t> offset;  // its first element in the flat buffer
+  std::vector<Shape> shape;
+};
+// `parameters`: the model's; every parameter of `flat` must be among them.
+FlatPlaces places_of(const FlatParameter& flat, const std::vector<Variable>& parameters);
+
+// The local optimizer's entry "<kind>.<j>" as consolidated entries "<kind>.<i>", one per
+// parameter i of flat buffer j, appended to `full`. `whole`: flat buffer j's state
+// (float32, at least its real elements; the padding is not read), cut at `places`; or a
+// step count (int64), copied to each parameter.
+void unflatten_optimizer_entry(const std::string& kind, const Tensor& whole,
+                               const FlatPlaces& places, nn::StateDict& full);
+// Puts the consolidated entries in the order an unsharded optimizer lists its state: by
+// parameter, then by kind in the order they came.
+void sort_by_parameter(nn::StateDict& full);
 
 // Every rank calls it (one all-gather per sliced entry, in the local state's order) and
 // gets the whole consolidated state. `flats[j]` is the local optimizer's parameter j;

@@ -2,6 +2,9 @@
 //
 //   ch09_compare A.ckpt B.ckpt TOLERANCE [PREFIX...]
 //
+// Either may be a sharded checkpoint (--save-format sharded): its manifest is given, and
+// it is compared as read_checkpoint reassembles it, which is what --resume reads.
+//
 // Every float32 entry whose name starts with one of the PREFIXes (default: "model." and
 // "optimizer.") must be in both files with the same shape and differ by at most TOLERANCE
 // anywhere; int64 entries (step counts, progress) must be equal. Prints the largest
@@ -15,7 +18,7 @@
 #include <vector>
 
 #include "base/error.hpp"
-#include "nn/state_dict.hpp"
+#include "dist/parallel/sharded_checkpoint.hpp"
 
 int main(int argc, char** argv) {
   if (argc < 4) {
@@ -23,8 +26,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    const ddp::nn::StateDict a = ddp::nn::read_state_dict(argv[1]);
-    const ddp::nn::StateDict b = ddp::nn::read_state_dict(argv[2]);
+    const ddp::nn::StateDict a = ddp::read_checkpoint(argv[1]);
+    const ddp::nn::StateDict b = ddp::read_checkpoint(argv[2]);
     const double tolerance = std::strtod(argv[3], nullptr);
     std::vector<std::string> prefixes(argv + 4, argv + argc);
     if (prefixes.empty()) prefixes = {"model.", "optimizer."};

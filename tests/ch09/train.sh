@@ -17,6 +17,21 @@
 #               tests/ch09/sharded_main.cpp checks the equivalence on a model without it)
 #   budget      DDP_MEMORY_LIMIT_MB=2: every rank fails naming the budget and the bytes;
 #               DDP_MEMORY_LIMIT_MB=lots: refused naming the variable
+#   sharded-checkpoint
+#               --save-format sharded (Note [Sharded checkpoints]): fsdp on 4 ranks saves
+#               after step 2 once full and once sharded (two runs, the same flags): the
+#               sharded one reassembles into the full one's entries bit for bit; each is
+#               resumed to step 4 on 2 ranks (zero1) and on 1 process (--shard none): the
+#               resumed checkpoints are the same bytes (cmp). The same for zero2 on 2
+#               ranks resumed by fsdp on 3, the sharded one saving sharded again
+#   sharded-faults
+#               a zero1 checkpoint on 2 ranks: a missing shard file, one of another size
+#               and one of another save (same size, other CRC-32) are refused naming the
+#               file and the rank; a save whose rank 1 cannot write its file (a folder in
+#               the way) writes no manifest, and the previous checkpoint is the one that
+#               --resume auto then resumes, to the same bits as an undisturbed resume; the
+#               next save leaves only its own generation's files; --shard none refuses
+#               --save-format sharded
 set -u
 scenario=$1 bin=$2 ddprun=$3 compare=$4 data=$5 work=$6
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
@@ -83,6 +98,72 @@ budget)
   DDP_MEMORY_LIMIT_MB=lots run_ranks bad.log "$ddprun" --nproc-per-node 2 "$bin" "${flags[@]}"
   ((rc != 0)) && grep -q "DDP_MEMORY_LIMIT_MB='lots' is not a budget" bad.log ||
     { cat bad.log; fail "a bad DDP_MEMORY_LIMIT_MB is not refused by name"; }
+  ;;
+sharded-checkpoint)
+  all=(model. optimizer. progress. config.)
+  ranks 4 full4.log --shard fsdp --max-steps 2 --save full4.ckpt
+  ranks 4 sharded4.log --shard fsdp --max-steps 2 --save sharded4.ckpt --save-format sharded
+  for r in 0 1 2 3; do
+    [ -f sharded4.ckpt.g1.rank$r-of-4 ] || { ls; fail "no shard file of rank $r"; }
+  done
+  "$compare" full4.ckpt sharded4.ckpt 0 "${all[@]}" ||
+    fail "the sharded checkpoint does not reassemble into the full one"
+  for from in full4 sharded4; do
+    ranks 2 "$from-2.log" --shard zero1 --resume $from.ckpt --save $from-2.ckpt
+    run_ranks "$from-1.log" "$bin" "${flags[@]}" --resume $from.ckpt --save $from-1.ckpt
+    ((rc == 0)) || { cat "$from-1.log"; fail "one process --resume $from.ckpt exited $rc"; }
+  done
+  grep -q 'reassembled from its manifest and 4 shard files' sharded4-2.log ||
+    { cat sharded4-2.log; fail "the resume does not say it read a sharded checkpoint"; }
+  cmp full4-2.ckpt sharded4-2.ckpt || fail "4 -> 2 ranks: sharded and full resumes differ"
+  cmp full4-1.ckpt sharded4-1.ckpt || fail "4 ranks -> 1 process: sharded and full resumes differ"
+  ranks 2 full2.log --shard zero2 --max-steps 2 --save full2.ckpt
+  ranks 2 sharded2.log --shard zero2 --max-steps 2 --save sharded2.ckpt --save-format sharded
+  ranks 3 full2-3.log --shard fsdp --resume full2.ckpt --save full2-3.ckpt
+  ranks 3 sharded2-3.log --shard fsdp --resume sharded2.ckpt --save sharded2-3.ckpt \
+    --save-format sharded
+  "$compare" full2-3.ckpt sharded2-3.ckpt 0 "${all[@]}" ||
+    fail "2 -> 3 ranks: sharded and full resumes differ"
+  ;;
+sharded-faults)
+  ranks 2 first.log --shard zero1 --max-steps 2 --save ck --save-format sharded
+  mkdir keep && cp ck ck.g1.rank0-of-2 ck.g1.rank1-of-2 keep/ || fail "no sharded checkpoint"
+  # The undisturbed resume, to step 4 (sharded: its files are "another save's" below).
+  ranks 2 ref.log --shard zero1 --resume ck --save ref --save-format sharded
+  # refused LOG PATTERN: resuming ck fails, saying PATTERN.
+  refused() {
+    run_ranks "$1" "$ddprun" --nproc-per-node 2 "$bin" "${flags[@]}" --shard zero1 --resume ck
+    ((rc != 0)) && grep -q "$2" "$1" || { cat "$1"; fail "not refused with '$2'"; }
+    echo "refused: $(grep -m1 -o "$2.*" "$1")"
+    cp keep/* .
+  }
+  rm ck.g1.rank1-of-2
+  refused missing.log "rank 1's shard file ck.g1.rank1-of-2 is missing"
+  printf x >>ck.g1.rank1-of-2
+  refused size.log "rank 1's shard file ck.g1.rank1-of-2 has [0-9]* bytes, the manifest expects"
+  cp ref.g1.rank1-of-2 ck.g1.rank1-of-2
+  refused crc.log "rank 1's shard file ck.g1.rank1-of-2 has CRC-32 [0-9]*, the manifest expects"
+  # An interrupted save: rank 1 cannot put its generation-2 file in place.
+  mkdir -p ck.g2.rank1-of-2/in-the-way
+  run_ranks cut.log "$ddprun" --nproc-per-node 2 "$bin" "${flags[@]}" --shard zero1 \
+    --resume ck --save ck --save-format sharded
+  ((rc != 0)) && grep -q 'rank 1 failed writing its shard file of the checkpoint' cut.log ||
+    { cat cut.log; fail "the save with rank 1's file blocked did not fail, naming rank 1"; }
+  cmp ck keep/ck || fail "the failed save changed the manifest"
+  [ -f ck.g2.rank0-of-2 ] || { ls; fail "rank 0's file of the failed save is not there"; }
+  rm -r ck.g2.rank1-of-2
+  ranks 2 auto.log --shard zero1 --resume auto --save ck --save-format sharded
+  grep -q 'resumed from ck: epoch 1, step 2' auto.log ||
+    { cat auto.log; fail "--resume auto did not resume the previous checkpoint"; }
+  "$compare" ref ck 0 model. optimizer. progress. config. ||
+    fail "resumed after the interrupted save: not the undisturbed resume's bits"
+  left=$(echo ck.g*)
+  [ "$left" = "ck.g2.rank0-of-2 ck.g2.rank1-of-2" ] ||
+    { ls; fail "after the next save: $left (expected generation 2's files only)"; }
+  rc=0
+  "$bin" "${flags[@]}" --shard none --save x --save-format sharded >none.log 2>&1 || rc=$?
+  ((rc == 2)) && grep -q 'needs --shard zero1, zero2 or fsdp' none.log ||
+    { cat none.log; fail "--shard none --save-format sharded: exit $rc"; }
   ;;
 *)
   fail "unknown scenario '$scenario'"

@@ -1,8 +1,9 @@
 // Checkpoints of ddp-train: --save writes one, --resume (PATH or auto) continues from it.
-// Chapter 04; --resume auto and resuming on another number of ranks are chapter 08's.
-// load_checkpoint's steps have names: read the file (SavedState), refuse other settings
-// (check_settings), take back this rank's place in the run (read_place). The file format
-// and its atomic write are nn/state_dict's, not this file's.
+// Chapter 04; --resume auto and resuming on another number of ranks are chapter 08's;
+// --save-format sharded is chapter 09's (checkpoint_sharded.cpp writes it, read_checkpoint
+// reassembles it here). load_checkpoint's steps have names: read the file (SavedState),
+// refuse other settings (check_settings), take back this rank's place in the run
+// (read_place). The file format and its atomic write are nn/state_dict's, not this file's.
 #include "tools/ddp_train/trainer.hpp"
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "dist/parallel/ledger.hpp"
+#include "dist/parallel/sharded_checkpoint.hpp"
 #include "dist/parallel/sharded_state.hpp"
 #include "base/who.hpp"  // name_ranks
 #include "nn/state_dict.hpp"
@@ -31,6 +33,9 @@ namespace ddp::train {
 // ((world size) tensors): every rank calls save_checkpoint, the sums are all-gathered,
 // and rank 0 writes the file (atomically: save_state_dict writes a temporary file, then
 // renames it). On --resume every rank reads the file and takes back its own sums.
+// --save-format sharded writes the same entries spread over one file per rank and a
+// manifest, which --resume reassembles into exactly these entries first (Note [Sharded
+// checkpoints], dist/parallel/sharded_checkpoint.hpp): from here on the two are one.
 //
 // What a checkpoint does not need to hold, because it follows from what it holds:
 //   - the sampler's state: its epoch is progress.epoch, and the position in that epoch's
@@ -101,7 +106,8 @@ std::vector<RecordedSetting> recorded_settings(const TrainOptions& o, std::int64
       // Absent from checkpoints written before chapter 07, whose network had width 1.
       {"width", "--width", o.width, false, 1},
       // Absent before chapter 09, when SGD was the only optimizer. (--shard is not here:
-      // the checkpoint holds the state unsharded, which any --shard resumes.)
+      // the checkpoint holds the state unsharded, or shards that reassemble into it, which
+      // any --shard resumes.)
       {"adamw", "--optimizer adamw (1) or sgd (0)", o.optimizer == "adamw" ? 1 : 0, false, 0}};
   if (cosine) {
     settings.push_back({"warmup_epochs", "--warmup-epochs", o.warmup_epochs, false});
@@ -117,13 +123,15 @@ std::string setting_text(const RecordedSetting& s, std::int64_t stored) {
   return std::string(text, end);
 }
 
-// A checkpoint file as read back (every CRC checked), its entries found by name; `path`
-// names the file in every message.
+// A checkpoint as read back (every CRC checked; a sharded one reassembled), its entries
+// found by name; `path` names the file in every message.
 class SavedState {
  public:
-  explicit SavedState(const std::string& path) : path_(path), state_(nn::read_state_dict(path)) {}
+  explicit SavedState(const std::string& path)
+      : path_(path), state_(read_checkpoint(path, &shard_files_)) {}
 
   const std::string& path() const { return path_; }
+  int shard_files() const { return shard_files_; }  // 0: a full checkpoint
   bool has(const std::string& name) const {
     return std::any_of(state_.begin(), state_.end(),
                        [&](const auto& e) { return e.first == name; });
@@ -163,6 +171,7 @@ class SavedState {
 
  private:
   std::string path_;
+  int shard_files_ = 0;
   nn::StateDict state_;
 };
 
@@ -226,9 +235,14 @@ void Trainer::save_checkpoint(const std::string& path) {
   const ledger::Label label("checkpoint");
   const std::vector<std::int64_t> all = gather_over_ranks(
       {std::bit_cast<std::int64_t>(loss_sum_), images_seen_});  // (loss bits, images) per rank
+  const std::vector<const FlatParameter*> flats = sharded_flats();
+  // Chapter 09: with no flat buffers (one process) make_optimizer said it writes full ones.
+  if (options_.save_format == "sharded" && !flats.empty()) {
+    save_sharded_checkpoint(path, all);
+    return;
+  }
   // Chapter 09: a sharded optimizer's slices, gathered into the unsharded layout on every
   // rank (sharded_state.hpp), and FSDP's parameters gathered whole, for rank 0 to write.
-  const std::vector<const FlatParameter*> flats = sharded_flats();
   const nn::StateDict state =
       flats.empty() ? optimizer().state_dict()
                     : consolidate_optimizer_state(optimizer(), flats, model_->parameters(),
@@ -241,6 +255,17 @@ void Trainer::save_checkpoint(const std::string& path) {
 void Trainer::write_checkpoint(const std::string& path, const std::vector<std::int64_t>& all,
                                const nn::StateDict& optimizer) {
   if (rank() != 0) return;
+  nn::StateDict state;
+  for (auto& [name, t] : model_->state_dict()) state.emplace_back("model." + name, t);
+  for (const auto& [name, t] : optimizer) state.emplace_back("optimizer." + name, t);
+  for (auto& entry : run_entries(all)) state.push_back(std::move(entry));
+  nn::save_state_dict(state, path);
+  // A sharded checkpoint saved here before is replaced: its shard files go (after the
+  // rename, as a manifest's predecessors do: Note [Sharded checkpoints]).
+  remove_stale_shard_files(path, 0, 0);
+}
+
+nn::StateDict Trainer::run_entries(const std::vector<std::int64_t>& all) const {
   std::vector<std::int64_t> loss_bits, images;
   for (std::size_t r = 0; r < all.size(); r += 2) {
     loss_bits.push_back(all[r]);
@@ -250,8 +275,6 @@ void Trainer::write_checkpoint(const std::string& path, const std::vector<std::i
     return from_data(std::span<const std::int64_t>(v), {static_cast<std::int64_t>(v.size())});
   };
   nn::StateDict state;
-  for (auto& [name, t] : model_->state_dict()) state.emplace_back("model." + name, t);
-  for (const auto& [name, t] : optimizer) state.emplace_back("optimizer." + name, t);
   state.emplace_back("progress.epoch", counter(epoch_));
   state.emplace_back("progress.step_in_epoch", counter(step_in_epoch_));
   state.emplace_back("progress.global_step", counter(global_step_));
@@ -263,7 +286,7 @@ void Trainer::write_checkpoint(const std::string& path, const std::vector<std::i
   for (const RecordedSetting& s : recorded_settings(options_, train_set_.size(), global_batch())) {
     state.emplace_back(std::string("config.") + s.key, counter(s.stored));
   }
-  nn::save_state_dict(state, path);
+  return state;
 }
 
 // --resume auto: every rank looks at --save's path itself (they may be on different nodes);
@@ -275,7 +298,7 @@ std::string Trainer::resume_path() {
   std::string why = "none there yet";
   if (std::filesystem::exists(path)) {
     try {
-      static_cast<void>(nn::read_state_dict(path));  // the whole file, every CRC
+      static_cast<void>(read_checkpoint(path));  // the whole file, every CRC; every shard
       usable = 1;
     } catch (const Error& e) {
       const std::string message = e.what();
@@ -329,6 +352,10 @@ void Trainer::load_checkpoint(const std::string& path) {
     std::printf("resumed from %s: epoch %lld, step %lld of it (%lld steps in all)\n", path.c_str(),
                 static_cast<long long>(epoch_ + 1), static_cast<long long>(step_in_epoch_),
                 static_cast<long long>(global_step_));
+    if (checkpoint.shard_files() > 0) {
+      std::printf("the checkpoint is sharded: reassembled from its manifest and %d shard "
+                  "files (Note [Sharded checkpoints])\n", checkpoint.shard_files());
+    }
     if (saved_world != world_size()) {
       std::printf("resumed on %d rank%s from a checkpoint of %lld: epoch %lld's order continues "
                   "at sample %lld (global batch %lld); close to, not bitwise equal to, a run "

@@ -5,6 +5,8 @@
 //   ddp-train --epochs 1 --device cpu --threads 2 --metrics run.csv
 //   ddprun --nproc-per-node 2 ddp-train        # 2 ranks, global batch 128 (64 each)
 //   srun -n 4 ddp-train --sync-bn              # 4 ranks under SLURM, SyncBatchNorm
+//   ddprun --nproc-per-node 4 ddp-train --shard fsdp --save ck --save-format sharded
+//                                              # FSDP; each rank writes its shard of ck
 //
 // Flags and defaults: ddp-train --help (options.cpp). The loop itself: trainer.cpp.
 // The last line of a successful run starts with "final:"; scripts check for it. A run

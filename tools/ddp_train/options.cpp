@@ -64,8 +64,9 @@ Trains the ResNet-style network of chapter 04 on MNIST and reports test accuracy
   --metrics FILE.csv    write one row of metrics per epoch
   --save PATH           write a checkpoint (model + optimizer + progress) after every epoch,
                         and when stopped by a signal after the ranks have met
-  --resume PATH         continue from a checkpoint written by --save, also on another
-                        number of ranks with the same global batch
+  --resume PATH         continue from a checkpoint written by --save (either
+                        --save-format), also on another number of ranks with the same
+                        global batch
   --resume auto         continue from --save's PATH when it holds a usable checkpoint,
                         else start fresh (for jobs that restart: ddprun --max-restarts)
   --progress P          within an epoch, rank 0 shows: bar (one line redrawn with
@@ -113,6 +114,10 @@ Sharded training (chapter 09):
                         backwards communicate nothing (default 1)
   --shard S             none (DDP), zero1 (optimizer state sharded over the ranks), zero2
                         (gradients too) or fsdp (parameters too) (default none)
+  --save-format F       full (default: one file, the state consolidated, rank 0 writes
+                        it) or sharded (under --shard zero1, zero2 or fsdp: each rank
+                        writes its slices to PATH.g<N>.rank<R>-of-<W>, then rank 0 writes
+                        the manifest PATH, last; resumable on any number of ranks)
   --print-memory        each rank prints its tensor memory by category after each epoch,
                         beside the page's prediction; DDP_MEMORY_LIMIT_MB=N makes an
                         allocation past N MiB per rank fail, naming what it was for
@@ -263,6 +268,11 @@ constexpr Flag kFlags[] = {
      [](TrainOptions& o, std::string_view f, std::string_view v) {
        o.grad_accum = parse_number<std::int64_t>(f, v, 1);
      }},
+    {"--save-format",
+     [](TrainOptions& o, std::string_view f, std::string_view v) {
+       DDP_CHECK(v == "full" || v == "sharded", f, " expects full or sharded, got '", v, "'");
+       o.save_format = v;
+     }},
     {"--shard",
      [](TrainOptions& o, std::string_view f, std::string_view v) {
        DDP_CHECK(v == "none" || v == "zero1" || v == "zero2" || v == "fsdp", f,
@@ -315,6 +325,13 @@ TrainOptions parse_options(int argc, const char* const* argv) {
   // Checked here, so that a restarted job does not find out at its first checkpoint.
   DDP_CHECK(o.resume != "auto" || !o.save.empty() || o.help,
             "--resume auto needs --save PATH (the checkpoint it resumes from when it exists)");
+  // Refused rather than quietly written in the full format: the user asked for shards.
+  if (o.save_format == "sharded" && !o.help) {
+    DDP_CHECK(!o.save.empty(), "--save-format sharded: there is no --save PATH to write");
+    DDP_CHECK(o.shard != "none", "--save-format sharded needs --shard zero1, zero2 or fsdp: "
+              "under --shard none every rank holds the whole state, there are no shards to "
+              "write (use --save-format full, the default)");
+  }
   // The sharded wrappers have neither the Reducer's options nor its unused parameters.
   if (o.shard == "zero2" || o.shard == "fsdp") {
     DDP_CHECK(o.grad_sync == "bucketed" && o.comm_hook == "all-reduce" &&

@@ -35,6 +35,10 @@ struct TrainOptions {
   int threads = 0;              // CPU threads; 0 = OpenMP's default
   std::string metrics;          // CSV file, one row per epoch; empty = none
   std::string save;             // checkpoint written after every epoch (and at the end)
+  // Chapter 09: "full" (one consolidated file, rank 0 writes it) or "sharded" (each rank
+  // writes its slices, rank 0 a manifest last: Note [Sharded checkpoints]). Sharded needs
+  // --shard zero1, zero2 or fsdp; --resume reads either form.
+  std::string save_format = "full";
   // Checkpoint to continue from; "auto" = --save's path when it holds a usable checkpoint,
   // else a fresh start (what a job that restarts itself passes: ddprun --max-restarts).
   std::string resume;

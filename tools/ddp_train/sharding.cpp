@@ -35,8 +35,11 @@ void Trainer::make_optimizer() {
   const std::chrono::milliseconds timeout = std::chrono::seconds(options_.timeout_s);
   const auto make = [this](std::vector<Variable> shards) { return new_optimizer(std::move(shards)); };
   if (options_.shard != "none" && !group_) {
-    std::printf("--shard %s: one process, nothing to shard over: training unsharded\n",
-                options_.shard.c_str());
+    std::printf("--shard %s: one process, nothing to shard over: training unsharded%s\n",
+                options_.shard.c_str(),
+                options_.save_format == "sharded"
+                    ? "; --save-format sharded: no shards to write, --save writes the full format"
+                    : "");
   }
   if (!group_ || options_.shard == "none") {
     optimizer_ = new_optimizer(model_->parameters());
@@ -72,6 +75,13 @@ nn::Optimizer& Trainer::optimizer() {
   if (zero2_) return zero2_->local_optimizer();
   if (fsdp_) return fsdp_->local_optimizer();
   return *optimizer_;
+}
+
+nn::Optimizer& Trainer::local_optimizer() {
+  if (auto* zero1 = dynamic_cast<ZeroRedundancyOptimizer*>(optimizer_.get())) {
+    return zero1->local_optimizer();
+  }
+  return optimizer();  // zero2 and fsdp: their local optimizer already
 }
 
 Variable Trainer::forward(const Variable& images) {

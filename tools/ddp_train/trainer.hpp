@@ -10,11 +10,13 @@
 // sums are added up over the ranks. Started by a launcher with several ranks, the Trainer
 // joins a process group (--backend) and wraps the model in DistributedDataParallel;
 // alone, it has no group and the averaging step is skipped. Only rank 0 prints, writes
-// --metrics and writes checkpoints; every rank reads one on --resume.
+// --metrics and writes checkpoints (under --save-format sharded every rank writes its
+// slices, rank 0 the manifest); every rank reads one on --resume.
 //
 // Checkpoints (--save / --resume) hold everything that decides the rest of the run:
 // the model's parameters and buffers, SGD's momentum buffers, and where the run is
-// (epoch, step within it, the loss summed so far). The order of the batches is a pure
+// (epoch, step within it, the loss summed so far); one file, or under --save-format
+// sharded one per rank and a manifest (chapter 09). The order of the batches is a pure
 // function of (seed, epoch) -- see RandomSampler -- so a resumed run skips the batches
 // already done and continues to the same numbers as an uninterrupted one; on another
 // number of ranks, to the same samples (Note [Resuming on another world size]).
@@ -24,7 +26,7 @@
 // The Trainer's member functions live in files named after what they do: the training
 // loop in trainer.cpp (chapter 04's path), then evaluate.cpp, metrics_csv.cpp and
 // checkpoint.cpp (chapter 04), rank_setup.cpp and over_ranks.cpp (chapter 06),
-// stop_agreement.cpp (chapter 08), sharding.cpp (chapter 09).
+// stop_agreement.cpp (chapter 08), sharding.cpp and checkpoint_sharded.cpp (chapter 09).
 #pragma once
 
 #include <cstdint>
@@ -118,6 +120,12 @@ class Trainer {
   // the optimizer's state as an unsharded optimizer names it (consolidated, chapter 09).
   void write_checkpoint(const std::string& path, const std::vector<std::int64_t>& all,
                         const nn::StateDict& optimizer);
+  // What a checkpoint holds besides the model and the optimizer: "progress.*" (from `all`,
+  // as above) and "config.*" (the settings recorded_settings lists).
+  nn::StateDict run_entries(const std::vector<std::int64_t>& all) const;
+  // --save-format sharded (checkpoint_sharded.cpp, chapter 09): every rank writes its
+  // slices, then rank 0 the manifest (Note [Sharded checkpoints]).
+  void save_sharded_checkpoint(const std::string& path, const std::vector<std::int64_t>& all);
   // --resume PATH: PATH; --resume auto: --save's path when every rank can read a
   // checkpoint there, else "" (a fresh start). Says which (rank 0).
   std::string resume_path();
@@ -139,6 +147,9 @@ class Trainer {
   void make_optimizer();
   std::unique_ptr<nn::Optimizer> new_optimizer(std::vector<Variable> parameters) const;
   nn::Optimizer& optimizer();  // the one whose learning rate the schedule sets
+  // The optimizer over this rank's slices, whose parameter j is its slice of flat buffer j
+  // of sharded_flats(); only when that is not empty.
+  nn::Optimizer& local_optimizer();
   // The flat buffers whose slices the optimizer steps, in its parameters' order; empty when
   // it steps the model's parameters themselves (not sharded).
   std::vector<const FlatParameter*> sharded_flats() const;
