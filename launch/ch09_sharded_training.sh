@@ -30,24 +30,25 @@
 #   zero1         4916528    6132212          2452888        1226444  398.65 MiB
 #   zero2         4916528    1226444          2452888              0  392.80 MiB
 #   fsdp          1237196    1226444          2452888              0  393.97 MiB
-# FSDP holds 5.0 MiB between steps where DDP holds 19.0, each row within a few bytes of
-# the prediction in the table's last column (BatchNorm's statistics stay whole on every
-# rank). The budget, DDP_MEMORY_LIMIT_MB=N MiB of tensors per rank, makes an allocation
-# past it fail, naming the category and the bytes: at 396, FSDP and ZeRO-2 finish, while
-# DDP and ZeRO-1 train and are then refused at the evaluation ("memory budget exceeded:
-# allocating 100352000 bytes (95.7 MiB) of activations would hold 403.3 MiB in tensors,
-# over the budget of 396.0 MiB (DDP_MEMORY_LIMIT_MB=396)", on every rank). The margin is
-# thin on this convolutional network, whose activations outweigh its parameters; the
-# chapter's ch09_budget test (tests/ch09) shows a model whose parameters and AdamW state
-# dominate: DDP refused at its first step, FSDP within the budget.
+# After the epoch an FSDP rank holds 5.0 MiB of tensors where a DDP rank holds 19.0, each
+# row within a few bytes of the prediction in the printed table's last column (BatchNorm's
+# statistics stay whole on every rank). The budget, DDP_MEMORY_LIMIT_MB=N MiB of tensors
+# per rank, makes an allocation past it fail, naming the category and the bytes: at 396,
+# FSDP and ZeRO-2 finish, while DDP and ZeRO-1 train and are then refused at the
+# evaluation. DDP, on every rank:
+#   error: memory budget exceeded: allocating 100352000 bytes (95.7 MiB) of activations
+#   would hold 403.3 MiB in tensors, over the budget of 396.0 MiB (DDP_MEMORY_LIMIT_MB=396)
+# The margin is thin on this convolutional network, whose activations outweigh its
+# parameters; the chapter's ch09_budget test (tests/ch09) shows a model whose parameters
+# and AdamW state dominate: DDP refused at its first step, FSDP within the budget.
 #
 # A good run ends with "final: test accuracy XX.XX% (N/2000 after epoch 1), wall time T s"
 # (a short run: 20 steps, 30 s on the local cluster's 2 CPU cores; drop --max-steps to
 # train fully). Backend: --backend auto (NCCL when every rank has a GPU of its own, else
 # tcp; DDP_BACKEND=tcp|nccl|mpi, mpi under mpirun only). Output:
 # ch09_sharded_training-<job id>.out. The chapter: tutorial/ch09_sharded; launch methods:
-# launch/README.md; settings: common.sh. On a real cluster, edit the #SBATCH lines as launch/ch07_multinode.sh
-# explains (partition, account, GPUs, modules, NCCL variables).
+# launch/README.md; settings: common.sh. On a real cluster, edit the #SBATCH lines as
+# launch/ch07_multinode.sh explains (partition, account, GPUs, modules, NCCL variables).
 #SBATCH --job-name=ch09_sharded_training   # shown by squeue; %x in --output
 #SBATCH --nodes=2                   # two machines
 #SBATCH --ntasks-per-node=2         # ranks on each: on GPU nodes, = GPUs per node
