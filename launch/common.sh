@@ -45,11 +45,13 @@ if [[ -n ${SLURM_CPUS_PER_TASK:-} ]]; then
   export SRUN_CPUS_PER_TASK=${SRUN_CPUS_PER_TASK:-$SLURM_CPUS_PER_TASK}
 fi
 
-# ddp_program NAME: the path of program NAME in the build, or exit with a hint.
+# ddp_program NAME: the path of program NAME in the build, or exit with a hint. The hint
+# names NAME's CMake target: the program's name with '_' for '-' (ddp-train is built by
+# the target ddp_train: tools/*/CMakeLists.txt, OUTPUT_NAME).
 ddp_program() {
   if [[ ! -x $DDP_BIN/$1 ]]; then
     echo "launch: $DDP_BIN/$1 does not exist or is not executable" >&2
-    echo "hint: cmake --build $DDP_BUILD --target $1   (or check DDP_BUILD)" >&2
+    echo "hint: cmake --build $DDP_BUILD --target ${1//-/_}   (or check DDP_BUILD)" >&2
     exit 2
   fi
   echo "$DDP_BIN/$1"
@@ -134,7 +136,7 @@ export MASTER_ADDR=${MASTER_ADDR:-${DDP_HOSTS%% *}}
 # script, and reaches the ranks through the environment.
 export MASTER_PORT=${MASTER_PORT:-$((20000 + ${DDP_JOB_ID:-0} % 10000))}
 # The rendezvous store admits only ranks that present the job's token (the first set of
-# DDP_JOB_TOKEN, SLURM_JOB_ID, PBS_JOBID: dist/tcp_store.cpp, default_job_token). Ranks
+# DDP_JOB_TOKEN, SLURM_JOB_ID, PBS_JOBID: default_job_token in dist/job_token.hpp). Ranks
 # that mpirun starts on other nodes over ssh (PBS with Debian's Open MPI, built without
 # PBS's tm interface) see only what -x passes on, not PBS_JOBID: so the token is fixed
 # here and passed on like MASTER_ADDR.

@@ -31,6 +31,16 @@
 #                                      first run stopped and saved (and requeued), the
 #                                      second resumed from its checkpoint, and the second
 #                                      run's results equal train-as-ddprun's reference
+#             sharded-train RANKS PARAMETERS  chapter 09: ddp-train (one `final:` line) on
+#                                      RANKS ranks, whose recipe line names DDP_SHARD
+#                                      (default fsdp), and every rank's memory table after
+#                                      each epoch: parameter, gradient and optimizer-state
+#                                      bytes within 2% of the prediction beside them, and
+#                                      the sharded ones (optimizer state from zero1 on,
+#                                      gradients from zero2, parameters under fsdp) 1/RANKS
+#                                      of what a model of PARAMETERS parameters needs;
+#                                      with DDP_MEMORY_LIMIT_MB, rank 0 named the budget
+#                                      and no rank's peak passed it
 #             lost-rank RANKS          after sbatch-killed: each of the other RANKS-1
 #                                      ranks' watchdog spoke and named the killed rank
 #                                      as "rank R (HOST, pid PID)"
@@ -386,6 +396,69 @@ case $check in
       "$scratch/reference.results" || fail "the job's results differ from ddprun's (diff above)"
     echo "same as ddprun here: $(grep '^final: ' "$scratch/job.results")"
     [[ $check == train-as-ddprun ]] || check_trace "$ranks"
+    ;;
+  sharded-train)
+    # Chapter 09's memory tables, one per rank and epoch. Their lines may come between
+    # other ranks' lines (srun and mpirun pass each rank's output on as it comes), so the
+    # rows are checked one by one, wherever they are, and counted.
+    ranks=$1 parameters=$2 shard=${DDP_SHARD:-fsdp}
+    tr '\r' '\n' <"$log" >"$scratch/split" && log=$scratch/split
+    [[ $(grep -c '^final: ' "$log") == 1 ]] || fail "expected one 'final:' line (rank 0's)"
+    grep -Eq '^final: test accuracy [0-9.]+% \([0-9]+/[0-9]+ after epoch [0-9]+\)' "$log" ||
+      fail "ddp-train's 'final:' line is missing"
+    recipe=$(grep -E "^ddp-train: device .*, $ranks ranks \(" "$log") ||
+      fail "ddp-train's recipe line does not say '$ranks ranks'"
+    case $shard in
+      none) ! grep -q 'sharded' <<<"$recipe" || fail "--shard none, but: $recipe" ;;
+      fsdp) grep -Eq 'parameters and optimizer state sharded in [0-9]+ units \(fsdp\)' \
+              <<<"$recipe" || fail "the recipe line does not name fsdp's units: $recipe" ;;
+      *) grep -qF "($shard)" <<<"$recipe" || fail "the recipe line does not name $shard: $recipe" ;;
+    esac
+    epochs=$(grep -Ec '^epoch [0-9]+/[0-9]+: ' "$log")
+    ((epochs > 0)) || fail "no epoch summary"
+    for ((r = 0; r < ranks; ++r)); do
+      n=$(grep -Ec "^memory of rank $r/$ranks \(--shard $shard, (sgd|adamw);" "$log")
+      ((n == epochs)) ||
+        fail "rank $r printed its memory table $n times, expected once per epoch ($epochs)"
+    done
+    # Bytes per parameter of each sharded row, the optimizer's from the tables (AdamW: 8,
+    # two moments; SGD: 4, the momentum). Rows not sharded: only against their prediction.
+    optimizer=$(sed -nE 's/^memory of rank 0\/[0-9]+ \(--shard [a-z0-9]+, ([a-z]+);.*/\1/p' "$log" |
+                head -n 1)
+    state=4
+    [[ $optimizer == adamw ]] && state=8
+    declare -A per_parameter=()
+    case $shard in
+      fsdp) per_parameter[parameters]=4 ;;&
+      zero2 | fsdp) per_parameter[gradients]=4 ;;&
+      zero1 | zero2 | fsdp) per_parameter["optimizer state"]=$state ;;
+    esac
+    for category in parameters gradients "optimizer state"; do
+      # "  parameters   1.18   8.19   1237196   1237194": live and predicted bytes, the last two.
+      rows=$(awk -v c="$category" '$0 ~ "^  " c " +[0-9]" { print $(NF - 1), $NF }' "$log")
+      if [[ -z $rows ]] || (($(wc -l <<<"$rows") != ranks * epochs)); then
+        fail "expected $((ranks * epochs)) '$category' rows (ranks x epochs), got: $rows"
+      fi
+      sharded=$(( ${per_parameter[$category]:-0} * parameters / ranks ))
+      while read -r live predicted; do
+        awk -v l="$live" -v p="$predicted" 'BEGIN { exit !(l >= 0.98 * p && l <= 1.02 * p) }' ||
+          fail "$category: $live bytes held, $predicted predicted (more than 2% apart)"
+        ((sharded == 0)) ||
+          awk -v l="$live" -v s="$sharded" 'BEGIN { exit !(l >= 0.98 * s && l <= 1.02 * s) }' ||
+          fail "$category: $live bytes held, not 1/$ranks of the model's ($sharded)"
+      done <<<"$rows"
+      echo "$category: $(head -n 1 <<<"$rows" | cut -d' ' -f1) bytes held per rank" \
+           "${per_parameter[$category]:+(sharded: 1/$ranks of the model is $sharded)}"
+    done
+    if [[ -n ${DDP_MEMORY_LIMIT_MB:-} ]]; then
+      grep -Eq "^memory budget: $DDP_MEMORY_LIMIT_MB MiB of tensors per rank" "$log" ||
+        fail "rank 0 did not name the budget DDP_MEMORY_LIMIT_MB=$DDP_MEMORY_LIMIT_MB"
+      # "  total   4.98   393.97   5218352": the peak, in MiB, is the third field.
+      awk -v b="$DDP_MEMORY_LIMIT_MB" '/^  total +[0-9]/ && $3 > b { bad = 1 } END { exit bad }' \
+        "$log" || fail "a rank's peak passed the budget of $DDP_MEMORY_LIMIT_MB MiB"
+      echo "every rank within DDP_MEMORY_LIMIT_MB=$DDP_MEMORY_LIMIT_MB:" \
+           "$(awk '/^  total +[0-9]/ { print $3 }' "$log" | sort -n | tail -n 1) MiB at most"
+    fi
     ;;
   lost-rank)
     # Every survivor's watchdog names the lost rank with its host and pid (the ring's

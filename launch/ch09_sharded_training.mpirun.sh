@@ -1,0 +1,38 @@
+#!/bin/bash
+# launch/ch09_sharded_training.mpirun.sh -- chapter 09's job with plain mpirun (no
+# scheduler): ddp-train on DDP_RANKS ranks (default 4) of this machine or of the hosts in
+# DDP_HOSTFILE, with FSDP (parameters, gradients and AdamW's state sharded over the ranks),
+# gradients clipped by their global norm, on the 4x wider model (--width 4); after the
+# epoch every rank prints its memory table, the bytes it holds per category beside the
+# page's prediction.
+#
+#   launch/ch09_sharded_training.mpirun.sh                      # 4 ranks on this machine
+#   DDP_SHARD=zero2 launch/ch09_sharded_training.mpirun.sh      # or zero1, or none (DDP)
+#   DDP_MEMORY_LIMIT_MB=396 DDP_SHARD=none launch/ch09_sharded_training.mpirun.sh  # refused
+#   DDP_RANKS=8 DDP_HOSTFILE=hosts.txt launch/ch09_sharded_training.mpirun.sh
+#
+# The budget, DDP_MEMORY_LIMIT_MB (MiB of tensors per rank), is passed on to every rank
+# with -x. What the table shows for each DDP_SHARD, what a budget of 396 MiB lets through
+# and what a good run prints: launch/ch09_sharded_training.sh. With a hostfile, this
+# folder must be one that every host sees. Settings: launch/common.sh. As root
+# (containers, CI) Open MPI also wants OMPI_ALLOW_RUN_AS_ROOT=1 and
+# OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}   # ranks share the cores: one thread each
+# The default is a short run; drop --max-steps to train fully.
+default_args="--epochs 1 --max-steps 20 --width 4 --optimizer adamw --clip-grad-norm 1.0"
+DDP_TRAIN_ARGS=${DDP_TRAIN_ARGS:-$default_args}
+program=$(ddp_program ddp-train)    # exits with a hint when it is not built
+budget=()                           # -x DDP_MEMORY_LIMIT_MB when it is set
+if [[ -n ${DDP_MEMORY_LIMIT_MB:-} ]]; then budget=(-x DDP_MEMORY_LIMIT_MB); fi
+nccl=()                             # -x NAME for every NCCL_* variable set
+for name in $(compgen -e NCCL_ || true); do nccl+=(-x "$name"); done
+
+# --oversubscribe: allow more ranks than cores (a laptop, a CI box); without a hostfile
+# every rank is local. -x passes variables to ranks on other hosts.
+# shellcheck disable=SC2086  # DDP_TRAIN_ARGS is a list of flags
+mpirun -np "${DDP_RANKS:-4}" --oversubscribe ${DDP_HOSTFILE:+--hostfile "$DDP_HOSTFILE"} \
+  -x MASTER_ADDR -x MASTER_PORT -x DDP_JOB_TOKEN -x OMP_NUM_THREADS "${budget[@]}" \
+  "${nccl[@]}" "$program" $DDP_TRAIN_ARGS --shard "${DDP_SHARD:-fsdp}" --print-memory \
+  --backend "${DDP_BACKEND:-auto}"
