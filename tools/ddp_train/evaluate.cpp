@@ -14,12 +14,6 @@
 
 namespace ddp::train {
 
-namespace {
-
-constexpr std::int64_t kEvalBatch = 500;
-
-}  // namespace
-
 Evaluation Trainer::evaluate() {
   trace::Span span("evaluation", "evaluation");  // not compute: outside the summary
   const ledger::Label label(detail::concat("evaluation after epoch ", epoch_ + 1));
@@ -36,7 +30,7 @@ Evaluation Trainer::evaluate() {
   // Each rank evaluates every world_size-th image, no padding (ShardSampler): sums over the
   // ranks are sums over the test set, each image counted once.
   ShardSampler order(test_set_.size(), world_size(), rank());
-  DataLoader loader(test_set_, order, kEvalBatch, /*drop_last=*/false, device_);
+  DataLoader loader(test_set_, order, options_.eval_batch_size, /*drop_last=*/false, device_);
   double loss_sum = 0.0;
   std::int64_t correct = 0, total = 0;
   // Through FSDP, which gathers each unit for its forward; the other wrappers' parameters
@@ -61,7 +55,8 @@ Evaluation Trainer::evaluate() {
   if (fsdp_) {
     const std::int64_t largest_shard = (test_set_.size() + world_size() - 1) / world_size();
     const std::vector<std::int64_t> first{0};
-    for (; forwards < (largest_shard + kEvalBatch - 1) / kEvalBatch; ++forwards) {
+    const std::int64_t batch = options_.eval_batch_size;
+    for (; forwards < (largest_shard + batch - 1) / batch; ++forwards) {
       evaluate_forward(test_set_.get_batch(first, device_).images);
     }
   }

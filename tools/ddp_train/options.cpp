@@ -48,6 +48,7 @@ Trains the ResNet-style network of chapter 04 on MNIST and reports test accuracy
   --max-steps N         stop after N optimizer steps in all (default 0: no limit)
   --batch-size N        images per step on each rank (default: 128 / ranks)
   --global-batch-size N images per step over all ranks (default 128)
+  --eval-batch-size N   test images per forward of the evaluation, per rank (default 500)
   --lr X                learning rate (SGD's or AdamW's), peak of the schedule
                         (default 0.1)
   --schedule S          cosine: a linear warm-up from lr/10, then cosine decay to 0,
@@ -166,6 +167,10 @@ constexpr Flag kFlags[] = {
     {"--global-batch-size",
      [](TrainOptions& o, std::string_view f, std::string_view v) {
        o.global_batch_size = parse_number<std::int64_t>(f, v, 1);
+     }},
+    {"--eval-batch-size",
+     [](TrainOptions& o, std::string_view f, std::string_view v) {
+       o.eval_batch_size = parse_number<std::int64_t>(f, v, 1);
      }},
     {"--schedule",
      [](TrainOptions& o, std::string_view f, std::string_view v) {

@@ -23,6 +23,10 @@ struct TrainOptions {
   static constexpr std::int64_t kDefaultGlobalBatch = 128;
   std::int64_t batch_size = 0;
   std::int64_t global_batch_size = 0;
+  // Test images per forward of the evaluation, on each rank (PyTorch's examples:
+  // --test-batch-size). Only memory and speed depend on it: under a memory budget
+  // (chapter 09) the evaluation's activations are most of what a rank holds.
+  std::int64_t eval_batch_size = 500;
   double lr = 0.1;
   // The learning rate per step: "cosine" (warm-up_epochs linear from lr/10, then cosine
   // down to 0 at the last step) or "constant". tutorial/ch06_sharded says why.
