@@ -50,13 +50,13 @@ Trains the ResNet-style network of chapter 04 on MNIST and reports test accuracy
   --global-batch-size N images per step over all ranks (default 128)
   --eval-batch-size N   test images per forward of the evaluation, per rank (default 500)
   --lr X                learning rate (SGD's or AdamW's), peak of the schedule
-                        (default 0.1)
+                        (default 0.1 for SGD, 1e-3 for AdamW)
   --schedule S          cosine: a linear warm-up from lr/10, then cosine decay to 0,
                         per step; constant: lr throughout (default cosine)
   --warmup-epochs N     epochs of warm-up before the cosine (default 1)
   --momentum X          SGD momentum (default 0.9)
   --weight-decay X      SGD: L2 penalty added to the gradient; AdamW: decoupled
-                        (default 5e-4)
+                        (default 5e-4 for SGD, 1e-2 for AdamW)
   --seed N              initial weights and shuffling (default 0)
   --device D            cpu, cuda, cuda:N or auto (default auto: a GPU when present,
                         cuda:<local rank> on several ranks)
@@ -213,7 +213,7 @@ constexpr Flag kFlags[] = {
        o.check_sync = parse_number<std::int64_t>(f, v, 0);
      }},
     {"--lr", [](TrainOptions& o, std::string_view f, std::string_view v) {
-       o.lr = parse_double(f, v, 0.0);
+       o.lr_given = parse_double(f, v, 0.0);
      }},
     {"--momentum",
      [](TrainOptions& o, std::string_view f, std::string_view v) {
@@ -221,7 +221,7 @@ constexpr Flag kFlags[] = {
      }},
     {"--weight-decay",
      [](TrainOptions& o, std::string_view f, std::string_view v) {
-       o.weight_decay = parse_double(f, v, 0.0);
+       o.weight_decay_given = parse_double(f, v, 0.0);
      }},
     {"--seed",
      [](TrainOptions& o, std::string_view f, std::string_view v) {
@@ -327,6 +327,9 @@ TrainOptions parse_options(int argc, const char* const* argv) {
     }
     flag->set(o, name, value);
   }
+  const bool adamw = o.optimizer == "adamw";
+  o.lr = o.lr_given.value_or(adamw ? 1e-3 : 0.1);
+  o.weight_decay = o.weight_decay_given.value_or(adamw ? 1e-2 : 5e-4);
   // Checked here, so that a restarted job does not find out at its first checkpoint.
   DDP_CHECK(o.resume != "auto" || !o.save.empty() || o.help,
             "--resume auto needs --save PATH (the checkpoint it resumes from when it exists)");

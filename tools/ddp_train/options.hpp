@@ -27,13 +27,19 @@ struct TrainOptions {
   // --test-batch-size). Only memory and speed depend on it: under a memory budget
   // (chapter 09) the evaluation's activations are most of what a rank holds.
   std::int64_t eval_batch_size = 500;
+  // --lr and --weight-decay, or the optimizer's defaults when not given: SGD keeps chapter
+  // 04's recipe (0.1, 5e-4), AdamW takes PyTorch's (1e-3, 1e-2). Adam moves every element
+  // by about lr a step whatever its gradient's scale, so SGD's 0.1 would wreck the network
+  // in a few steps. parse_options resolves them; the recipe line says which.
   double lr = 0.1;
+  std::optional<double> lr_given;
   // The learning rate per step: "cosine" (warm-up_epochs linear from lr/10, then cosine
   // down to 0 at the last step) or "constant". tutorial/ch06_sharded says why.
   std::string schedule = "cosine";
   std::int64_t warmup_epochs = 1;
   double momentum = 0.9;
   double weight_decay = 5e-4;
+  std::optional<double> weight_decay_given;
   std::uint64_t seed = 0;
   std::string device = "auto";  // cpu | cuda | cuda:N | auto
   int threads = 0;              // CPU threads; 0 = OpenMP's default
