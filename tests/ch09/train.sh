@@ -12,6 +12,8 @@
 #               zero1 on the same 2 ranks and by fsdp on 3, each to step 4: the same bits
 #               (same ranks) and within 1e-4 (another world size: the same samples, other
 #               sums) as an uninterrupted zero2 run
+#   evaluate    FSDP evaluates unit by unit on test shards of uneven batches (100 digits,
+#               3 ranks, 33 a forward): the same test loss and accuracy as DDP's
 #   accumulate  --grad-accum 3 under fsdp: the recipe says so and the run finishes (with
 #               BatchNorm a micro-batch is normalised on its own: not equal to one batch;
 #               tests/ch09/sharded_main.cpp checks the equivalence on a model without it)
@@ -88,6 +90,18 @@ resume)
   ranks 3 rest3.log --shard fsdp --resume half3.ckpt --save half3.ckpt
   grep -q 'resumed on 3 ranks from a checkpoint of 2' rest3.log || { cat rest3.log; fail "not resumed on 3"; }
   "$compare" straight.ckpt half3.ckpt 1e-4 || fail "fsdp 2 -> 3 ranks differs"
+  ;;
+evaluate)
+  # 100 test digits over 3 ranks, 33 per forward: rank 0 has 34 (two forwards), ranks 1
+  # and 2 have 33 (one). Under FSDP each forward gathers the units, so ranks 1 and 2 must
+  # run an ignored one; without it they would wait in rank 0's gathers (--timeout 30).
+  for shard in none fsdp; do
+    ranks 3 "eval-$shard.log" --shard "$shard" --clip-grad-norm 0 --eval-batch-size 33 \
+      --timeout 30
+  done
+  [ "$(summary eval-none.log 1)" = "$(summary eval-fsdp.log 1)" ] ||
+    fail "FSDP's evaluation differs from DDP's: $(summary eval-fsdp.log 1) against $(summary eval-none.log 1)"
+  summary eval-fsdp.log 1
   ;;
 accumulate)
   ranks 2 accum.log --shard fsdp --grad-accum 3
