@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Chapter 09, ddp-train's sharding flags end to end, as a user runs them (ddprun).
-#   train.sh <scenario> <ddp-train> <ddprun> <ch09_compare> <data> <scratch>
+# Chapter 09, ddp-train's sharding flags end to end, as a user runs them (ddprun; mpirun in
+# scenario mpi).
+#   train.sh <scenario> <ddp-train> <ddprun> <ch09_compare> <data> <scratch> <mpirun>
 # Every run: AdamW with clipping, 4 steps of a global batch of 48 on 256 digits.
 # Scenarios:
 #   shards      --shard none, zero1, zero2 and fsdp at 3 ranks (uneven shards): the
@@ -14,6 +15,8 @@
 #               sums) as an uninterrupted zero2 run
 #   evaluate    FSDP evaluates unit by unit on test shards of uneven batches (100 digits,
 #               3 ranks, 33 a forward): the same test loss and accuracy as DDP's
+#   mpi         zero1, zero2 and fsdp under mpirun on the mpi backend, 2 ranks: the same
+#               checkpoint, bit for bit, as under ddprun on tcp
 #   accumulate  --grad-accum 3 under fsdp: the recipe says so and the run finishes (with
 #               BatchNorm a micro-batch is normalised on its own: not equal to one batch;
 #               tests/ch09/sharded_main.cpp checks the equivalence on a model without it)
@@ -35,7 +38,7 @@
 #               next save leaves only its own generation's files; --shard none refuses
 #               --save-format sharded
 set -u
-scenario=$1 bin=$2 ddprun=$3 compare=$4 data=$5 work=$6
+scenario=$1 bin=$2 ddprun=$3 compare=$4 data=$5 work=$6 mpirun=${7:-mpirun}
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
 . "$(dirname "$0")/../ch04_train/common.sh"
 small_mnist "$data" mnist && data=$PWD/mnist
@@ -102,6 +105,20 @@ evaluate)
   [ "$(summary eval-none.log 1)" = "$(summary eval-fsdp.log 1)" ] ||
     fail "FSDP's evaluation differs from DDP's: $(summary eval-fsdp.log 1) against $(summary eval-none.log 1)"
   summary eval-fsdp.log 1
+  ;;
+mpi)
+  # At 2 ranks every sum is a + b, the same bits in any order: each stage under mpirun on
+  # the mpi backend must save the very checkpoint it saves under ddprun on tcp.
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  for shard in zero1 zero2 fsdp; do
+    ranks 2 "tcp-$shard.log" --shard "$shard" --save "tcp-$shard.ckpt"
+    run_ranks "mpi-$shard.log" "$mpirun" --oversubscribe -np 2 "$bin" "${flags[@]}" \
+      --shard "$shard" --backend mpi --save "mpi-$shard.ckpt"
+    ((rc == 0)) && grep -q '^ddp-train: .* 2 ranks (mpi, ' "mpi-$shard.log" ||
+      { cat "mpi-$shard.log"; fail "--shard $shard under mpirun exited $rc, or not on mpi"; }
+    "$compare" "tcp-$shard.ckpt" "mpi-$shard.ckpt" 0 ||
+      fail "--shard $shard: mpi's checkpoint differs from tcp's"
+  done
   ;;
 accumulate)
   ranks 2 accum.log --shard fsdp --grad-accum 3

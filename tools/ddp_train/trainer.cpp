@@ -332,8 +332,9 @@ std::string Trainer::describe_recipe() const {
     // Chapter 09: what is sharded over the ranks.
     if (options_.shard == "zero1") sync += ", optimizer state sharded (zero1)";
     if (zero2_) {
-      sync = detail::concat("reduce-scattered in ", zero2_->buckets().size(),
-                            " buckets, with the optimizer state sharded (zero2)");
+      const std::size_t n = zero2_->buckets().size();
+      sync = detail::concat("reduce-scattered in ", n, n == 1 ? " bucket" : " buckets",
+                            ", with the optimizer state sharded (zero2)");
     }
     if (fsdp_) {
       sync = detail::concat("reduce-scattered, parameters and optimizer state sharded in ",
