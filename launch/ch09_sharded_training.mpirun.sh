@@ -8,15 +8,18 @@
 #
 #   launch/ch09_sharded_training.mpirun.sh                      # 4 ranks on this machine
 #   DDP_SHARD=zero2 launch/ch09_sharded_training.mpirun.sh      # or zero1, or none (DDP)
-#   DDP_MEMORY_LIMIT_MB=396 DDP_SHARD=none launch/ch09_sharded_training.mpirun.sh  # refused
 #   DDP_RANKS=8 DDP_HOSTFILE=hosts.txt launch/ch09_sharded_training.mpirun.sh
+#   export DDP_TRAIN_ARGS="--epochs 1 --max-steps 4 --width 8 --batch-size 4"
+#   DDP_TRAIN_ARGS+=" --eval-batch-size 16 --optimizer adamw --lr 0.001"  # the budget's model
+#   DDP_MEMORY_LIMIT_MB=110 launch/ch09_sharded_training.mpirun.sh                 # fits
+#   DDP_MEMORY_LIMIT_MB=110 DDP_SHARD=none launch/ch09_sharded_training.mpirun.sh  # refused
 #
 # The budget, DDP_MEMORY_LIMIT_MB (MiB of tensors per rank), is passed on to every rank
-# with -x. What the table shows for each DDP_SHARD, what a budget of 396 MiB lets through
-# and what a good run prints: launch/ch09_sharded_training.sh. With a hostfile, this
-# folder must be one that every host sees. Settings: launch/common.sh. As root
-# (containers, CI) Open MPI also wants OMPI_ALLOW_RUN_AS_ROOT=1 and
-# OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1.
+# with -x. What the table shows for each DDP_SHARD, what a budget of 110 MiB lets through
+# on the --width 8 model and what a good run prints: launch/ch09_sharded_training.sh.
+# With a hostfile, this folder must be one that every host sees. Settings:
+# launch/common.sh. As root (containers, CI) Open MPI also wants OMPI_ALLOW_RUN_AS_ROOT=1
+# and OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}   # ranks share the cores: one thread each

@@ -12,8 +12,10 @@
 #   DDP_SHARD=zero1 sbatch launch/ch09_sharded_training.sh        # or zero2, or none (DDP)
 #   DDP_TRAIN_ARGS="--epochs 1 --max-steps 20 --width 4 --optimizer adamw --clip-grad-norm 1.0
 #     --grad-accum 4" sbatch launch/ch09_sharded_training.sh      # 4 micro-batches per step
-#   DDP_MEMORY_LIMIT_MB=396 sbatch launch/ch09_sharded_training.sh              # fits
-#   DDP_MEMORY_LIMIT_MB=396 DDP_SHARD=none sbatch launch/ch09_sharded_training.sh  # refused
+#   export DDP_TRAIN_ARGS="--epochs 1 --max-steps 4 --width 8 --batch-size 4"
+#   DDP_TRAIN_ARGS+=" --eval-batch-size 16 --optimizer adamw --lr 0.001"  # the budget's model:
+#   DDP_MEMORY_LIMIT_MB=110 sbatch launch/ch09_sharded_training.sh              # fits
+#   DDP_MEMORY_LIMIT_MB=110 DDP_SHARD=none sbatch launch/ch09_sharded_training.sh  # refused
 #
 # DDP_SHARD: none (chapter 07's DDP: everything replicated), zero1 (AdamW's state sharded),
 # zero2 (the gradients too, reduce-scattered bucket by bucket during backward) or fsdp (the
@@ -33,14 +35,17 @@
 # After the epoch an FSDP rank holds 5.0 MiB of tensors where a DDP rank holds 19.0, each
 # row within a few bytes of the prediction in the printed table's last column (BatchNorm's
 # statistics stay whole on every rank). The budget, DDP_MEMORY_LIMIT_MB=N MiB of tensors
-# per rank, makes an allocation past it fail, naming the category and the bytes: at 396,
-# FSDP and ZeRO-2 finish, while DDP and ZeRO-1 train and are then refused at the
-# evaluation. DDP, on every rank:
-#   error: memory budget exceeded: allocating 100352000 bytes (95.7 MiB) of activations
-#   would hold 403.3 MiB in tensors, over the budget of 396.0 MiB (DDP_MEMORY_LIMIT_MB=396)
-# The margin is thin on this convolutional network, whose activations outweigh its
-# parameters; the chapter's ch09_budget test (tests/ch09) shows a model whose parameters
-# and AdamW state dominate: DDP refused at its first step, FSDP within the budget.
+# per rank, makes an allocation past it fail, naming the category and the bytes. At width
+# 4 the evaluation's 384.6 MiB of activations dwarf the 19.0 MiB of model state, so the
+# budget is shown on the model twice as wide (--width 8: 4,894,090 parameters), with 4
+# images per rank per step and 16 per evaluation forward (the DDP_TRAIN_ARGS above).
+# Without a budget, DDP's peak total is 135.55 MiB per rank and FSDP's 97.59 MiB (its
+# parameters 4.69 MiB live, its optimizer state 9.33). At 110, FSDP finishes; DDP trains
+# one step and is refused in its second, once AdamW's state exists, on every rank:
+#   error: memory budget exceeded: allocating 37748736 bytes (36.0 MiB) of activations
+#   would hold 126.6 MiB in tensors, over the budget of 110.0 MiB (DDP_MEMORY_LIMIT_MB=110)
+#   held now: parameters 18.7 MiB, gradients 18.7 MiB, optimizer state 37.3 MiB,
+#   activations 15.9 MiB, communication 0.0 MiB
 #
 # A good run ends with "final: test accuracy XX.XX% (N/2000 after epoch 1), wall time T s"
 # (a short run: 20 steps, 30 s on the local cluster's 2 CPU cores; drop --max-steps to
