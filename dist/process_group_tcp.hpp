@@ -200,7 +200,9 @@ class ProcessGroupTcp final : public ProcessGroup {
   Socket right_;  // send only: to rank + 1
   PageBuffer scratch_;  // page-aligned: Note [4K aliasing] in pipelined_ring.cpp
   std::unique_ptr<EmulatedLink> link_;  // to the right; null: the plain socket
-  bool plain_ring_ = false;  // DDP_TCP_RING=plain: float32 collectives take the plain ring
+  // DDP_TCP_RING=plain: float32 sum/average all-reduces and reduce-scatters, and float32
+  // all-gathers, take the plain ring (plain_links)
+  bool plain_ring_ = false;
 
   // What the communication thread is doing, for error messages.
   std::string current_;                // description of the running collective

@@ -201,6 +201,9 @@ double FullyShardedDataParallel::clip_grad_norm(double max_norm) {
 void FullyShardedDataParallel::step() {
   // The full copies a SummonFullParameters holds would go stale: step outside one.
   DDP_CHECK(summoned_ == 0, who(), ": step() inside a SummonFullParameters");
+  // A unit still whole would go stale: the last one, after a forward that no backward
+  // followed (after_forward keeps it for the backward).
+  for (std::size_t u = 0; u < units_.size(); ++u) free_full(u);
   NoGradGuard no_grad;
   local_->step();  // the kept slices; the next forward gathers them
 }

@@ -1,8 +1,6 @@
 // The sharded wrappers' instants on the timeline (see shard_trace.hpp).
 #include "dist/parallel/shard_trace.hpp"
 
-
-
 namespace ddp {
 namespace {
 constexpr std::string_view kCategory = "shard";

@@ -3,7 +3,11 @@
 //
 //   ddprun --nproc-per-node 3 build/<dir>/tests/ch09_sharded --backend tcp
 //   mpirun -np 4 --oversubscribe build/<dir>/tests/ch09_sharded --backend mpi
+//   ddprun --nproc-per-node 2 build/<dir>/tests/ch09_sharded --backend tcp --device cuda
 //
+// --device cuda puts the networks and the data on GPU 0 (tcp and mpi stage the CUDA
+// tensors through host memory, so several ranks may share the GPU; nccl wants a GPU per
+// rank); without a usable GPU the program reports Skipped (exit 77).
 // Every rank trains two copies of one small network (64 -> 37 -> 23 -> 10, three Linear
 // layers, 3,519 parameters: uneven shards at 3 and 4 ranks) for 5 steps on its rows of a
 // global batch of 12: one under DDP with a plain optimizer, the reference; one sharded
@@ -41,6 +45,9 @@
 #include "nn/sgd.hpp"
 #include "tensor/memory.hpp"
 #include "tensor/random.hpp"
+#include "tensor/cuda/device_info.hpp"
+#include "tests/ch09/fsdp_schedule.hpp"
+#include "tests/support/no_gpu.hpp"
 #include "tests/support/rank_args.hpp"
 #include "tests/support/replicas.hpp"
 
@@ -68,7 +75,7 @@ constexpr int kSteps = 5;
 // the tolerance.
 constexpr double kTolerance = 1e-6;
 
-std::shared_ptr<nn::Sequential> make_model() {
+std::shared_ptr<nn::Sequential> make_model(Device device) {
   Generator gen(5);
   auto model = std::make_shared<nn::Sequential>();
   model->push_back(std::make_shared<nn::Linear>(kFeatures, 37, true, gen));
@@ -76,6 +83,7 @@ std::shared_ptr<nn::Sequential> make_model() {
   model->push_back(std::make_shared<nn::Linear>(37, 23, true, gen));
   model->push_back(std::make_shared<nn::ReLU>());
   model->push_back(std::make_shared<nn::Linear>(23, 10, true, gen));
+  model->to(device);
   return model;
 }
 
@@ -131,7 +139,7 @@ class Sharded {
  public:
   Sharded(const std::string& scenario, const std::string& optimizer, const test::RankArgs& args,
           ProcessGroup& group)
-      : model_(make_model()) {
+      : model_(make_model(args.device)) {
     const auto make = [&](std::vector<Variable> shard) {
       auto inner = make_optimizer(optimizer, std::move(shard));
       if (args.plant != "shard-offset") return inner;
@@ -247,7 +255,7 @@ int run(const std::string& scenario, const std::string& optimizer, double clip,
         const test::RankArgs& args, const Data& data, ProcessGroup& group) {
   const int world = group.size(), rank = group.rank();
   const std::int64_t b = kGlobalBatch / world;
-  auto reference = make_model();
+  auto reference = make_model(args.device);
   DistributedDataParallel ddp_reference(reference, group);
   std::unique_ptr<nn::Optimizer> plain = make_optimizer(optimizer, reference->parameters());
   Sharded sharded(scenario, optimizer, args, group);
@@ -314,14 +322,15 @@ int run(const std::string& scenario, const std::string& optimizer, double clip,
 // freed) or DDP's buckets + the shard (zero1); after the step, optimizer state = 8 bytes
 // per element of the shards: 1/W of DDP's, give or take the padding (fewer than W elements
 // per flat buffer). Returns the number of failed checks on this rank.
-int check_memory(const std::string& scenario, const Data& data, ProcessGroup& group) {
+int check_memory(const std::string& scenario, const Data& data, const test::RankArgs& args,
+                 ProcessGroup& group) {
   namespace memory = ddp::memory;
   using memory::Category;
   const int world = group.size(), rank = group.rank();
   const std::int64_t b = kGlobalBatch / world;
   const memory::Snapshot before = memory::snapshot();
   const auto grown = [&](Category c) { return memory::snapshot()[c].live - before[c].live; };
-  Sharded sharded(scenario, "adamw", test::RankArgs{}, group);
+  Sharded sharded(scenario, "adamw", args, group);
   std::int64_t padded = 0, shards = 0, numel = 0, largest = 0, second = 0;
   for (const ShardLayout& l : sharded.layouts()) {
     padded += l.padded_numel();
@@ -386,7 +395,7 @@ Tensor rows_of(const std::vector<Tensor>& parts) {
   for (const Tensor& p : parts) rows += p.size(0);
   Shape shape = parts[0].shape();
   shape[0] = rows;
-  Tensor out = empty(shape, TensorOptions{.dtype = parts[0].dtype()});
+  Tensor out = empty(shape, TensorOptions{.dtype = parts[0].dtype(), .device = parts[0].device()});
   std::int64_t first = 0;
   for (const Tensor& p : parts) {
     out.narrow(0, first, p.size(0)).copy_(p);
@@ -401,14 +410,15 @@ Tensor rows_of(const std::vector<Tensor>& parts) {
 // 4 (the 12 rows of a step split into K x W micro-batches). The mean of the K
 // micro-batches' mean losses is the mean loss over their rows, so the gradients are equal
 // up to the order of the sums: Note [The sharded tolerance]. Returns the failed checks.
-int check_accumulation(const std::string& scenario, const Data& data, ProcessGroup& group) {
+int check_accumulation(const std::string& scenario, const Data& data,
+                       const test::RankArgs& args, ProcessGroup& group) {
   const int world = group.size(), rank = group.rank();
   const std::int64_t k = 6 % world == 0 ? 2 : 3;
   const std::int64_t micro = kGlobalBatch / (k * world);
-  auto reference = make_model();
+  auto reference = make_model(args.device);
   DistributedDataParallel ddp_reference(reference, group);
   std::unique_ptr<nn::Optimizer> plain = make_optimizer("adamw", reference->parameters());
-  Sharded sharded(scenario, "adamw", test::RankArgs{}, group);
+  Sharded sharded(scenario, "adamw", args, group);
   int failures = 0;
   std::string line;
   for (int s = 0; s < kSteps; ++s) {
@@ -443,24 +453,17 @@ int check_accumulation(const std::string& scenario, const Data& data, ProcessGro
 }
 
 // FSDP's order of gathers, frees and reduce-scatters over one training step of the three
-// units, against the schedule of fully_sharded_data_parallel.hpp: each unit gathered before
-// its forward with the next one prefetched, freed after it (the last one kept for the
-// backward); gathered again before its backward (the one before it prefetched), then
-// reduce-scattered and freed. At most two units are whole at any moment. Returns the number of failed checks on this rank.
-int check_order(const Data& data, ProcessGroup& group) {
+// units, against the schedule of fully_sharded_data_parallel.hpp (fsdp_schedule.hpp).
+// Returns the number of failed checks on this rank.
+int check_order(const Data& data, const test::RankArgs& args, ProcessGroup& group) {
   const std::int64_t b = kGlobalBatch / group.size();
-  Sharded sharded("fsdp", "sgd", test::RankArgs{}, group);
+  Sharded sharded("fsdp", "sgd", args, group);
   FullyShardedDataParallel& fsdp = *sharded.fsdp();
   fsdp.record_events(true);
   const Tensor x = data.inputs.narrow(0, group.rank() * b, b).contiguous();
   const Tensor y = data.labels.narrow(0, group.rank() * b, b).contiguous();
   sharded.forward_backward(x, y);
-  const std::vector<std::string> expected = {
-      // forward
-      "gather 0", "gather 1", "free 0", "gather 2", "free 1",
-      // backward, last unit first
-      "gather 1", "reduce-scatter 2", "free 2", "gather 0", "reduce-scatter 1",
-      "free 1", "reduce-scatter 0", "free 0"};
+  const std::vector<std::string>& expected = test::kThreeUnitStep;
   std::string got;
   for (const std::string& e : fsdp.events()) got += (got.empty() ? "" : ", ") + e;
   std::printf("rank %d/%d (%s): fsdp order: %s\n", group.rank(), group.size(),
@@ -478,6 +481,7 @@ int main(int argc, char** argv) {
   int rank = -1;
   try {
     const test::RankArgs args = test::parse_rank_args(argc, argv, "ch09_sharded");
+    if (args.device.is_cuda() && cuda::device_count() == 0) return test::skip_without_gpu();
     DDP_CHECK(args.scenario == "all" || args.scenario == "zero1" || args.scenario == "zero2" ||
                   args.scenario == "fsdp",
               "ch09_sharded: unknown --scenario '", args.scenario, "' (all, zero1, zero2, fsdp)");
@@ -491,7 +495,9 @@ int main(int argc, char** argv) {
     init.timeout = std::chrono::seconds(60);
     auto group = init_process_group(init);
     rank = group->rank();
-    const Data data = make_data();
+    Data data = make_data();
+    data.inputs = data.inputs.to(args.device);
+    data.labels = data.labels.to(args.device);
     int failures = 0;
     const std::vector<std::string> scenarios =
         args.scenario == "all" ? std::vector<std::string>{"zero1", "zero2", "fsdp"}
@@ -502,9 +508,9 @@ int main(int argc, char** argv) {
           failures += run(scenario, optimizer, clip, args, data, *group);
         }
       }
-      if (args.plant == "none") failures += check_memory(scenario, data, *group);
-      if (args.plant == "none" && scenario == "fsdp") failures += check_order(data, *group);
-      if (args.plant == "none") failures += check_accumulation(scenario, data, *group);
+      if (args.plant == "none") failures += check_memory(scenario, data, args, *group);
+      if (args.plant == "none" && scenario == "fsdp") failures += check_order(data, args, *group);
+      if (args.plant == "none") failures += check_accumulation(scenario, data, args, *group);
     }
     group->barrier()->wait(std::chrono::seconds(60));
     group->destroy();

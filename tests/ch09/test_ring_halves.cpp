@@ -1,12 +1,13 @@
 // Chapter 09, exercise 09.2: the plain ring's two halves (dist/plain_ring.hpp), run by
-// threads that stand for the ranks, joined by in-memory links. Against naive sums, and
-// against chapter 05's plain_ring_all_reduce, which must be the two halves run in a row,
-// bit for bit. (ch09.zero2 and ch09.fsdp under DDP_TCP_RING=plain run them through the
+// threads that stand for the ranks, joined by in-memory links. Against naive sums, by the
+// elements each rank sends (a half, not a whole all-reduce), and against chapter 05's
+// plain_ring_all_reduce, which must be the two halves run in a row, bit for bit. (ch09.zero2 and ch09.fsdp under DDP_TCP_RING=plain run them through the
 // tcp group's reduce_scatter and all_gather.)
 #include <catch2/catch.hpp>
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <cstring>
 #include <deque>
 #include <functional>
@@ -30,10 +31,13 @@ struct Channel {
   std::deque<std::vector<float>> chunks;
 };
 
-// `world` threads, rank r running body(r, its links); returns when all are done. What a
-// rank throws (a stub's pointer, a receive that waited 10 s in vain) fails the test.
-void run_ring(int world, const std::function<void(int, const ddp::RingLinks&)>& body) {
+// `world` threads, rank r running body(r, its links); returns when all are done, with the
+// number of elements each rank sent. What a rank throws (a stub's pointer, a receive that
+// waited 10 s in vain) fails the test.
+std::vector<std::int64_t> run_ring(int world,
+                                   const std::function<void(int, const ddp::RingLinks&)>& body) {
   std::vector<Channel> channels(static_cast<std::size_t>(world));
+  std::vector<std::int64_t> sent(static_cast<std::size_t>(world), 0);
   std::vector<std::string> errors(static_cast<std::size_t>(world));
   std::vector<std::thread> ranks;
   for (int r = 0; r < world; ++r) {
@@ -41,7 +45,8 @@ void run_ring(int world, const std::function<void(int, const ddp::RingLinks&)>& 
       Channel& right = channels[static_cast<std::size_t>(r)];
       Channel& left = channels[static_cast<std::size_t>((r + world - 1) % world)];
       const ddp::RingLinks links{
-          [&right](std::span<const float> chunk) {
+          [&right, &sent, r](std::span<const float> chunk) {
+            sent[static_cast<std::size_t>(r)] += static_cast<std::int64_t>(chunk.size());
             const std::lock_guard lock(right.mutex);
             right.chunks.emplace_back(chunk.begin(), chunk.end());
             right.arrived.notify_one();
@@ -73,6 +78,13 @@ void run_ring(int world, const std::function<void(int, const ddp::RingLinks&)>& 
   for (const std::string& error : errors) {
     if (!error.empty()) FAIL(error);
   }
+  return sent;
+}
+
+// The size of chunk c of n elements over `world` ranks.
+std::int64_t chunk_size(std::int64_t n, int world, int c) {
+  const auto [begin, end] = ddp::ring_chunk(n, world, c);
+  return end - begin;
 }
 
 // Rank r's element i: small integers, whose float sums are exact in any order.
@@ -89,7 +101,7 @@ TEST_CASE("The ring's first half is a reduce-scatter: rank r ends with chunk r s
       for (int r = 0; r < world; ++r) {
         for (std::int64_t i = 0; i < n; ++i) data[r].push_back(value(r, i));
       }
-      run_ring(world, [&](int r, const ddp::RingLinks& links) {
+      const std::vector<std::int64_t> sent = run_ring(world, [&](int r, const ddp::RingLinks& links) {
         ddp::plain_ring_reduce_scatter(data[r], r, world, links);
       });
       for (int r = 0; r < world; ++r) {
@@ -99,6 +111,8 @@ TEST_CASE("The ring's first half is a reduce-scatter: rank r ends with chunk r s
           for (int q = 0; q < world; ++q) sum += value(q, i);
           REQUIRE(data[r][i] == sum);
         }
+        // Half an all-reduce, not a whole one: every chunk but its own, once.
+        if (world > 1) CHECK(sent[r] == n - chunk_size(n, world, r));
       }
     }
   }
@@ -117,7 +131,7 @@ TEST_CASE("The ring's second half is an all-gather: every rank ends with every c
         const auto [begin, end] = ddp::ring_chunk(n, world, r);
         for (std::int64_t i = begin; i < end; ++i) data[r][i] = value(r, i);
       }
-      run_ring(world, [&](int r, const ddp::RingLinks& links) {
+      const std::vector<std::int64_t> sent = run_ring(world, [&](int r, const ddp::RingLinks& links) {
         ddp::plain_ring_all_gather(data[r], r, world, links);
       });
       for (int r = 0; r < world; ++r) {
@@ -125,6 +139,8 @@ TEST_CASE("The ring's second half is an all-gather: every rank ends with every c
           const auto [begin, end] = ddp::ring_chunk(n, world, owner);
           for (std::int64_t i = begin; i < end; ++i) REQUIRE(data[r][i] == value(owner, i));
         }
+        // Every finished chunk but the one its right neighbour finished, once.
+        if (world > 1) CHECK(sent[r] == n - chunk_size(n, world, (r + 1) % world));
       }
     }
   }

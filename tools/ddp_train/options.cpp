@@ -46,7 +46,8 @@ Trains the ResNet-style network of chapter 04 on MNIST and reports test accuracy
                         bundled 8,000/2,000 digits in data/mnist-10k
   --epochs N            passes over the training set (default 5)
   --max-steps N         stop after N optimizer steps in all (default 0: no limit)
-  --batch-size N        images per step on each rank (default: 128 / ranks)
+  --batch-size N        images per backward on each rank (default: 128 / ranks / K); a
+                        step is K of them under --grad-accum K
   --global-batch-size N images per step over all ranks (default 128)
   --eval-batch-size N   test images per forward of the evaluation, per rank (default 500)
   --lr X                learning rate (SGD's or AdamW's), peak of the schedule
@@ -111,8 +112,8 @@ Sharded training (chapter 09):
                         (--weight-decay decoupled; betas 0.9, 0.999) (default sgd)
   --clip-grad-norm X    scale the gradients so that their global L2 norm is at most X
                         (default 0: off)
-  --grad-accum K        split each rank's batch into K micro-batches; the first K-1
-                        backwards communicate nothing (default 1)
+  --grad-accum K        K micro-batches of --batch-size per step, the first K-1 backwards
+                        without communication: global batch = batch x K x ranks (default 1)
   --shard S             none (DDP), zero1 (optimizer state sharded over the ranks), zero2
                         (gradients too) or fsdp (parameters too) (default none)
   --save-format F       full (default: one file, the state consolidated, rank 0 writes

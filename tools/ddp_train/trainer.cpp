@@ -359,7 +359,6 @@ std::string Trainer::describe_recipe() const {
                             : std::string(),
                         options_.optimizer == "adamw" ? ", AdamW lr " : ", lr ", options_.lr,
                         " (", schedule, ")",
-
                         options_.optimizer == "sgd"
                             ? detail::concat(", momentum ", options_.momentum)
                             : std::string(", betas 0.9, 0.999"),

@@ -12,13 +12,19 @@
 // network, O optimizer), the tcp backend's communication thread (= a collective running),
 // and under them where each flat buffer's all-gather and reduce-scatter was launched
 // (dist/parallel/shard_trace.hpp), as the buffer's number.
+#include <algorithm>
 #include <cstdio>
-#include <cstring>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "autograd/functions.hpp"
+#include "base/error.hpp"
+#include "base/exit_codes.hpp"
+#include "base/text.hpp"
 #include "base/trace.hpp"
 #include "base/units.hpp"
 #include "dist/init.hpp"
@@ -116,8 +122,9 @@ std::vector<Recorded> record_stages(ProcessGroup& group, int width) {
                              [&] { opt.step(); }, [&] { opt.zero_grad(); }}, group));
   }
   {
-    ShardedDataParallel zero2(resnet(width), group, adamw,
-                              {.bucket_cap_bytes = kBucketBytes, .first_bucket_bytes = kBucketBytes});
+    const ShardedOptions options{.bucket_cap_bytes = kBucketBytes,
+                                 .first_bucket_bytes = kBucketBytes};
+    ShardedDataParallel zero2(resnet(width), group, adamw, options);
     runs.push_back(one_step({"ZeRO-2", [&](const Variable& x) { return zero2(x); },
                              [&] { zero2.step(); }, [&] { zero2.zero_grad(); }}, group));
   }
@@ -129,38 +136,59 @@ std::vector<Recorded> record_stages(ProcessGroup& group, int width) {
   return runs;
 }
 
+// --width K, the only flag; anything else is refused, naming it.
+int parse_width(int argc, char** argv) {
+  int width = 2;
+  for (int i = 1; i < argc; i += 2) {
+    const std::string_view flag = argv[i];
+    DDP_CHECK(flag == "--width" && i + 1 < argc,
+              "unknown flag or missing value '", flag, "' (only --width K)");
+    const std::optional<int> k = to_integer<int>(argv[i + 1]);
+    DDP_CHECK(k && *k >= 1, "--width expects a whole number >= 1, got '",
+              argv[i + 1], "'");
+    width = *k;
+  }
+  return width;
+}
+
+void print_timelines(const std::vector<Recorded>& runs, int world, int width) {
+  std::int64_t longest = 0;  // one time scale for all: the longest step fills the width
+  for (const Recorded& r : runs) longest = std::max(longest, r.end_ns - r.begin_ns);
+  const char* titles[] = {"DDP: all-reduces during backward",
+                          "ZeRO-1: DDP's all-reduces, then AdamW on a shard and one all-gather",
+                          "ZeRO-2: reduce-scatters during backward, AdamW on a shard, all-gathers",
+                          "FSDP: each unit gathered before its forward and its backward"};
+  const trace::InstantRow buckets = Reducer::launches_row();
+  const trace::InstantRow scatters = shard_row("reduce-scatter", "reduce-scatter");
+  const trace::InstantRow gathers = shard_row("gather", "all-gather");
+  const trace::InstantRow frees = shard_row("free", "free");
+  const std::vector<trace::InstantRow> rows[] = {
+      {buckets}, {buckets, gathers}, {scatters, gathers}, {gathers, scatters, frees}};
+  for (std::size_t k = 0; k < runs.size(); ++k) {
+    const Recorded& r = runs[k];
+    const trace::Summary s = trace::summarize(r.events, r.begin_ns, r.end_ns);
+    std::printf("\n%s: step %.1f ms, communication %.1f ms, exposed %.1f ms\n", titles[k],
+                (r.end_ns - r.begin_ns) / 1e6, s.communication_ms, s.exposed_ms);
+    const std::string timeline =
+        trace::render_text(r.events, r.begin_ns, r.begin_ns + longest, rows[k]);
+    std::printf("%s", timeline.c_str());
+  }
+  std::printf("\nok: %d ranks, width %d\n", world, width);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  int width = 2;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "--width") == 0) width = std::atoi(argv[i + 1]);
+  try {
+    const int width = parse_width(argc, argv);
+    set_num_threads(1);
+    auto group = init_process_group(InitOptions{});
+    const std::vector<Recorded> runs = record_stages(*group, width);
+    if (group->rank() == 0) print_timelines(runs, group->size(), width);
+    group->barrier()->wait();
+    return kExitOk;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ch09_timeline: %s\n", e.what());
+    return kExitError;
   }
-  set_num_threads(1);
-  auto group = init_process_group(InitOptions{});
-  const std::vector<Recorded> runs = record_stages(*group, width);
-  if (group->rank() == 0) {
-    std::int64_t longest = 0;  // one time scale for all: the longest step fills the width
-    for (const Recorded& r : runs) longest = std::max(longest, r.end_ns - r.begin_ns);
-    const char* titles[] = {"DDP: all-reduces during backward",
-                            "ZeRO-1: DDP's all-reduces, then AdamW on a shard and one all-gather",
-                            "ZeRO-2: reduce-scatters during backward, AdamW on a shard, all-gathers",
-                            "FSDP: each unit gathered before its forward and its backward"};
-    const trace::InstantRow buckets = Reducer::launches_row();
-    const trace::InstantRow scatters = shard_row("reduce-scatter", "reduce-scatter");
-    const trace::InstantRow gathers = shard_row("gather", "all-gather");
-    const trace::InstantRow frees = shard_row("free", "free");
-    const std::vector<trace::InstantRow> rows[] = {
-        {buckets}, {buckets, gathers}, {scatters, gathers}, {gathers, scatters, frees}};
-    for (std::size_t k = 0; k < runs.size(); ++k) {
-      const Recorded& r = runs[k];
-      const trace::Summary s = trace::summarize(r.events, r.begin_ns, r.end_ns);
-      std::printf("\n%s: step %.1f ms, communication %.1f ms, exposed %.1f ms\n", titles[k],
-                  (r.end_ns - r.begin_ns) / 1e6, s.communication_ms, s.exposed_ms);
-      std::printf("%s", trace::render_text(r.events, r.begin_ns, r.begin_ns + longest, rows[k]).c_str());
-    }
-    std::printf("\nok: %d ranks, width %d\n", group->size(), width);
-  }
-  group->barrier()->wait();
-  return 0;
 }
