@@ -3,9 +3,11 @@
 #include "dist/parallel/sharded_checkpoint.hpp"
 
 #include <algorithm>
+#include <climits>
 #include <cstdio>
 #include <map>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <system_error>
@@ -27,6 +29,7 @@ namespace {
 // Buffers ("model.<name>") and the parameters' places come in the model's state_dict order.
 constexpr char kPrefix[] = "shards.";
 constexpr char kParamPrefix[] = "shards.param.";
+constexpr char kOptimizerPrefix[] = "optimizer.";  // a shard file's "optimizer.<kind>.<j>"
 
 Tensor int64s(const std::vector<std::int64_t>& values) {
   return from_data(std::span<const std::int64_t>(values),
@@ -55,6 +58,17 @@ std::optional<std::pair<std::int64_t, int>> parse_shard_file_name(const std::str
     return std::nullopt;
   }
   return std::make_pair(static_cast<std::int64_t>(generation), world);
+}
+
+// "ck.g3.rank1-of-4.tmp.5171" -> "ck.g3.rank1-of-4": the file that nn::save_state_dict's
+// temporary file "<target>.tmp.<pid>" was to become; nothing for any other name.
+std::optional<std::string> temporary_file_target(const std::string& name) {
+  const std::string marker = ".tmp.";
+  const std::size_t at = name.rfind(marker);
+  if (at == std::string::npos || at == 0) return std::nullopt;
+  const std::string pid = name.substr(at + marker.size());
+  if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+  return name.substr(0, at);
 }
 
 }  // namespace
@@ -98,7 +112,7 @@ nn::StateDict shard_file_entries(int rank, int world, std::int64_t generation,
     out.emplace_back("param." + std::to_string(j), real(shards[j], j));
   }
   for (const auto& [name, tensor] : local_state) {
-    const std::size_t j = std::stoul(name.substr(name.rfind('.') + 1));
+    const std::size_t j = split_entry_name(name, "shard_file_entries: the local state").second;
     DDP_CHECK(j < flats.size(), "shard_file_entries: optimizer entry '", name, "' but ",
               flats.size(), " flat buffers");
     out.emplace_back("optimizer." + name,
@@ -177,6 +191,18 @@ std::vector<std::int64_t> values_of(const nn::StateDict& manifest, const std::st
            "'\nhint: was it written by ddp-train --save-format sharded?");
 }
 
+// Whether `shape` (no negative dimension) has at most `room` elements, without
+// overflowing on the way (a manifest read from disk may say anything).
+bool fits(const Shape& shape, std::int64_t room) {
+  if (std::find(shape.begin(), shape.end(), 0) != shape.end()) return true;
+  std::int64_t n = 1;
+  for (const std::int64_t d : shape) {
+    if (n > room / d) return false;
+    n *= d;
+  }
+  return true;
+}
+
 Manifest read_manifest(const std::filesystem::path& path, const nn::StateDict& entries) {
   Manifest m;
   m.path = path.string();
@@ -184,9 +210,10 @@ Manifest read_manifest(const std::filesystem::path& path, const nn::StateDict& e
   DDP_CHECK(version == kShardedCheckpointVersion, "sharded checkpoint ", m.path,
             ": manifest version ", version, ", this build reads version ",
             kShardedCheckpointVersion);
-  m.world = static_cast<int>(values_of(entries, "shards.world_size", m.path, 1)[0]);
+  const std::int64_t world = values_of(entries, "shards.world_size", m.path, 1)[0];
   m.generation = values_of(entries, "shards.generation", m.path, 1)[0];
-  DDP_CHECK(m.world >= 1, "sharded checkpoint ", m.path, ": world size ", m.world);
+  DDP_CHECK(world >= 1 && world <= INT_MAX, "sharded checkpoint ", m.path, ": world size ", world);
+  m.world = static_cast<int>(world);
   for (std::size_t j = 0;; ++j) {
     const std::string name = "shards.flat." + std::to_string(j);
     const auto named = [&](const auto& e) { return e.first == name; };
@@ -199,17 +226,31 @@ Manifest read_manifest(const std::filesystem::path& path, const nn::StateDict& e
     m.layouts.push_back(layout);
   }
   m.places.resize(m.layouts.size());
+  // Each parameter's entry: (index, flat j, offset, shape...). The indices are the model's
+  // parameters() positions, which name the optimizer's entries: each of 0 .. P-1 once.
+  const auto parameters = std::count_if(entries.begin(), entries.end(), [](const auto& e) {
+    return e.first.starts_with(kParamPrefix);
+  });
+  std::set<std::int64_t> indices;
   for (const auto& [name, t] : entries) {
     if (!name.starts_with(kParamPrefix)) continue;
     const std::vector<std::int64_t> v = values_of(entries, name, m.path, 3);
+    const std::string where = "sharded checkpoint " + m.path + ": manifest entry '" + name + "'";
+    DDP_CHECK(v[0] >= 0 && v[0] < parameters && indices.insert(v[0]).second, where,
+              " gives the parameter index ", v[0], ", but the manifest places ", parameters,
+              " parameters, each at one of the indices 0 .. ", parameters - 1);
+    const Shape shape(v.begin() + 3, v.end());
+    DDP_CHECK(std::all_of(shape.begin(), shape.end(), [](std::int64_t d) { return d >= 0; }),
+              where, " gives the parameter the shape ", shape_str(shape),
+              ", which has a negative dimension");
     const auto j = static_cast<std::size_t>(v[1]);
-    DDP_CHECK(v[1] >= 0 && j < m.layouts.size() && v[2] >= 0 &&
-                  v[2] + numel(Shape(v.begin() + 3, v.end())) <= m.layouts[j].numel,
-              "sharded checkpoint ", m.path, ": '", name, "' places the parameter at offset ", v[2],
+    DDP_CHECK(v[1] >= 0 && j < m.layouts.size() && v[2] >= 0 && v[2] <= m.layouts[j].numel &&
+                  fits(shape, m.layouts[j].numel - v[2]),
+              where, " places a parameter of shape ", shape_str(shape), " at offset ", v[2],
               " of flat buffer ", v[1], ", which the manifest's layout does not have");
     m.places[j].index.push_back(static_cast<std::size_t>(v[0]));
     m.places[j].offset.push_back(v[2]);
-    m.places[j].shape.emplace_back(v.begin() + 3, v.end());
+    m.places[j].shape.push_back(shape);
   }
   for (int r = 0; r < m.world; ++r) {
     const std::vector<std::int64_t> v =
@@ -255,15 +296,18 @@ nn::StateDict rebuild_flats(const Manifest& m) {
     nn::StateDict state = read_shard_file(m, r);
     std::erase_if(state, [](const auto& e) { return e.first.starts_with("shard."); });
     const std::string file = shard_file_path(m.path, m.generation, r, m.world).string();
-    DDP_CHECK(r == 0 || state.size() == whole.size(), "sharded checkpoint ", m.path, ": rank ", r,
-              "'s shard file ", file, " has ", state.size(), " entries, rank 0's has ",
-              whole.size());
+    const std::string who =
+        "sharded checkpoint " + m.path + ": rank " + std::to_string(r) + "'s shard file " + file;
+    DDP_CHECK(r == 0 || state.size() == whole.size(), who, " has ", state.size(),
+              " entries, rank 0's has ", whole.size());
     for (std::size_t e = 0; e < state.size(); ++e) {
       const auto& [name, slice] = state[e];
-      const std::size_t j = std::stoul(name.substr(name.rfind('.') + 1));
-      DDP_CHECK(j < m.layouts.size(), "sharded checkpoint ", m.path, ": rank ", r, "'s shard file ",
-                file, " has '", name, "', but the manifest has ", m.layouts.size(),
-                " flat buffers");
+      const auto [kind, j] = split_entry_name(name, who);
+      DDP_CHECK(kind == "param" || (kind.starts_with(kOptimizerPrefix) &&
+                                    kind.size() > std::string(kOptimizerPrefix).size()),
+                who, ": entry '", name, "' is neither param.<j> nor optimizer.<kind>.<j>");
+      DDP_CHECK(j < m.layouts.size(), who, " has '", name, "', but the manifest has ",
+                m.layouts.size(), " flat buffers");
       const ShardLayout& layout = m.layouts[j];
       if (r == 0) {
         whole.emplace_back(name, slice.dtype() == DType::Int64
@@ -295,18 +339,19 @@ nn::StateDict rebuild_flats(const Manifest& m) {
 nn::StateDict reassemble_checkpoint(const std::filesystem::path& path,
                                     const nn::StateDict& manifest) {
   const Manifest m = read_manifest(path, manifest);
-  const nn::StateDict whole = rebuild_flats(m);
+  const nn::StateDict whole = rebuild_flats(m);  // every entry's name checked there
   std::map<std::string, Tensor> flat;  // "param.<j>" -> flat buffer j's parameters
   nn::StateDict optimizer;
+  const std::string rank0 = shard_file_path(path, m.generation, 0, m.world).string();
   for (const auto& [name, tensor] : whole) {
     if (name.starts_with("param.")) {
       flat[name] = tensor;
       continue;
     }
     // "optimizer.<kind>.<j>": cut exactly as consolidate_optimizer_state cuts its gather.
-    const std::size_t dot = name.rfind('.'), kind = std::string("optimizer.").size();
-    unflatten_optimizer_entry(name.substr(kind, dot - kind), tensor,
-                              m.places[std::stoul(name.substr(dot + 1))], optimizer);
+    const auto [kind, j] = split_entry_name(name, rank0);
+    unflatten_optimizer_entry(kind.substr(std::string(kOptimizerPrefix).size()), tensor,
+                              m.places[j], optimizer);
   }
   sort_by_parameter(optimizer);
   nn::StateDict out, rest;
@@ -314,7 +359,11 @@ nn::StateDict reassemble_checkpoint(const std::filesystem::path& path,
     if (name.starts_with(kParamPrefix)) {
       const std::vector<std::int64_t> v = tensor.to_vector<std::int64_t>();
       const Shape shape(v.begin() + 3, v.end());
-      const Tensor& buffer = flat.at("param." + std::to_string(v[1]));
+      const auto buffer_it = flat.find("param." + std::to_string(v[1]));
+      DDP_CHECK(buffer_it != flat.end(), "sharded checkpoint ", m.path, ": manifest entry '", name,
+                "' places the parameter in flat buffer ", v[1], ", but the shard files (",
+                rank0, ", ...) have no 'param.", v[1], "'");
+      const Tensor& buffer = buffer_it->second;
       out.emplace_back("model." + name.substr(std::string(kParamPrefix).size()),
                        buffer.narrow(0, v[2], numel(shape)).view(shape).clone());
     } else if (name.starts_with("model.")) {
@@ -356,17 +405,41 @@ int remove_stale_shard_files(const std::filesystem::path& path, std::int64_t gen
   const std::filesystem::path folder =
       path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
   const std::string base = path.filename().string();
-  // Best effort: the checkpoint is already committed, and a stale file left behind is
-  // named by no manifest (the next save tries again).
+  // Stale: a shard file of another (generation, world), and any temporary file of a shard
+  // file or of `path` itself, whatever its generation. When this runs, no rank is writing
+  // one: every rank's shard file of this save was renamed into place before the manifest
+  // was written (and a failed write deletes its own), and the manifest's was renamed just
+  // now. So a ".tmp.<pid>" here is a killed save's, the current generation's included: a
+  // save that dies before its manifest leaves the old one, and the next save reuses the
+  // dead save's generation (next_generation).
+  auto stale = [&](const std::string& name) {
+    if (const auto shard = parse_shard_file_name(base, name)) {
+      return shard->first != generation || shard->second != world;
+    }
+    const std::optional<std::string> target = temporary_file_target(name);
+    return target && (*target == base || parse_shard_file_name(base, *target).has_value());
+  };
+  // Best effort, and it never throws: the checkpoint is already committed, and a stale file
+  // left behind is named by no manifest (the next save tries again). Hence increment(ec):
+  // the range-for's ++ throws filesystem_error, which the caller would report as a failed
+  // save after the commit.
+  std::vector<std::filesystem::path> doomed;
   std::error_code ec;
-  std::vector<std::filesystem::path> stale;
-  for (const auto& entry : std::filesystem::directory_iterator(folder, ec)) {
-    const auto parsed = parse_shard_file_name(base, entry.path().filename().string());
-    if (!parsed || !entry.is_regular_file(ec)) continue;
-    if (parsed->first != generation || parsed->second != world) stale.push_back(entry.path());
+  for (std::filesystem::directory_iterator it(folder, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    std::error_code type_ec;  // an entry gone meanwhile: skipped, the listing goes on
+    if (stale(it->path().filename().string()) && it->is_regular_file(type_ec)) {
+      doomed.push_back(it->path());
+    }
+  }
+  if (ec) {
+    std::fprintf(stderr,
+                 "ddp: warning: could not list %s to remove the stale files of checkpoint %s "
+                 "(%s); the next save tries again\n",
+                 folder.string().c_str(), path.string().c_str(), ec.message().c_str());
   }
   int removed = 0;
-  for (const auto& file : stale) removed += std::filesystem::remove(file, ec) ? 1 : 0;
+  for (const auto& file : doomed) removed += std::filesystem::remove(file, ec) ? 1 : 0;
   return removed;
 }
 

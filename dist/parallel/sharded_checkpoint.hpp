@@ -28,7 +28,9 @@
 // next generation in their names. A crash before the rename leaves the old manifest and
 // the old files; after it, the new ones. Only then are the files that the manifest does
 // not name removed (the previous generation's, and those of a save that never got its
-// manifest): a checkpoint exists exactly when its manifest does.
+// manifest: its renamed shard files, and the temporary files "<name>.tmp.<pid>" that a
+// rank killed mid-write leaves, of any generation, the new manifest's own included, since
+// no rank is writing one then): a checkpoint exists exactly when its manifest does.
 //
 // Why reassembly gives the same bits as the full save. The full save's optimizer state is
 // consolidate_optimizer_state's: every slice all-gathered (the ranks' slices one after the
@@ -97,8 +99,9 @@ bool is_manifest(const nn::StateDict& state);
 // "model.<name>" in the model's order, "optimizer.<kind>.<i>", then the rest, as a full
 // save of the same step writes them (Note [Sharded checkpoints]). Every shard file is
 // checked against the manifest (there, its bytes and CRC-32, its rank, world and
-// generation, each slice's size against the layout); an error names the file, the rank
-// and what was expected.
+// generation, each entry's name and each slice's size against the layout), and the
+// manifest's own entries against each other; an error (always ddp::Error) names the file,
+// the rank and what was expected.
 nn::StateDict reassemble_checkpoint(const std::filesystem::path& path,
                                     const nn::StateDict& manifest);
 
@@ -112,7 +115,11 @@ std::int64_t next_generation(const std::filesystem::path& path);
 
 // Removes the shard files of `path` (named as shard_file_path names them) other than those
 // of (`generation`, `world`): what a manifest just renamed into place no longer names.
-// generation 0: every one (a full checkpoint replaced the manifest). Returns how many.
+// generation 0: every one (a full checkpoint replaced the manifest). Also every temporary
+// file "<shard file>.tmp.<digits>" and "<path>.tmp.<digits>" (nn::save_state_dict's), of
+// any generation: call it only after the commit, when no rank writes a file of `path`.
+// Best effort: it never throws; an unreadable folder costs one warning line on stderr.
+// Returns how many files it removed.
 int remove_stale_shard_files(const std::filesystem::path& path, std::int64_t generation, int world);
 
 }  // namespace ddp

@@ -1,8 +1,9 @@
-// consolidate_optimizer_state, shard_optimizer_state and the cutting they share with a sharded
-// checkpoint (see sharded_state.hpp).
+// consolidate_optimizer_state, shard_optimizer_state and the cutting (and the parsing of
+// "<kind>.<j>" names) they share with a sharded checkpoint (see sharded_state.hpp).
 #include "dist/parallel/sharded_state.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <map>
 #include <string>
 
@@ -12,16 +13,6 @@
 namespace ddp {
 
 namespace {
-
-// "exp_avg_sq.12" -> ("exp_avg_sq", 12); the index after the last dot.
-std::pair<std::string, std::size_t> split_name(const std::string& name, std::string_view source) {
-  const std::size_t dot = name.rfind('.');
-  const std::string digits = dot == std::string::npos ? "" : name.substr(dot + 1);
-  DDP_CHECK(!digits.empty() && digits.size() < 10 &&
-                digits.find_first_not_of("0123456789") == std::string::npos,
-            source, ": optimizer entry '", name, "' is not <kind>.<index>");
-  return {name.substr(0, dot), std::stoul(digits)};
-}
 
 // The model's index of each parameter of `flat`, in the flat buffer's order.
 std::vector<std::size_t> model_indices(const FlatParameter& flat,
@@ -38,6 +29,22 @@ std::vector<std::size_t> model_indices(const FlatParameter& flat,
 }
 
 }  // namespace
+
+std::pair<std::string, std::size_t> split_entry_name(const std::string& name,
+                                                     std::string_view source) {
+  const std::size_t dot = name.rfind('.');
+  const std::string_view digits =
+      dot == std::string::npos ? std::string_view() : std::string_view(name).substr(dot + 1);
+  std::size_t index = 0;
+  // from_chars, not stoul: a name read from a file may hold anything ("exp_avg.x", "step.",
+  // "w.-1", twenty digits), and each must give this ddp::Error, naming the file and the
+  // entry, never std::invalid_argument naming nothing. Digits only: no sign, no space.
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), index);
+  DDP_CHECK(dot != std::string::npos && dot > 0 && !digits.empty() && ec == std::errc() &&
+                end == digits.data() + digits.size(),
+            source, ": entry '", name, "' is not <kind>.<index>");
+  return {name.substr(0, dot), index};
+}
 
 FlatPlaces places_of(const FlatParameter& flat, const std::vector<Variable>& parameters) {
   FlatPlaces places;
@@ -64,7 +71,8 @@ void unflatten_optimizer_entry(const std::string& kind, const Tensor& whole,
 
 void sort_by_parameter(nn::StateDict& full) {
   std::stable_sort(full.begin(), full.end(), [](const auto& a, const auto& b) {
-    return split_name(a.first, "").second < split_name(b.first, "").second;
+    return split_entry_name(a.first, "sort_by_parameter").second <
+           split_entry_name(b.first, "sort_by_parameter").second;
   });
 }
 
@@ -75,7 +83,7 @@ nn::StateDict consolidate_optimizer_state(const nn::Optimizer& local,
   NoGradGuard no_grad;
   nn::StateDict full;
   for (const auto& [name, tensor] : local.state_dict()) {
-    const auto [kind, j] = split_name(name, "consolidate_optimizer_state");
+    const auto [kind, j] = split_entry_name(name, "consolidate_optimizer_state");
     DDP_CHECK(j < flats.size(), "consolidate_optimizer_state: entry '", name, "' but ",
               flats.size(), " flat buffers");
     const FlatParameter& flat = *flats[j];
@@ -99,7 +107,7 @@ nn::StateDict shard_optimizer_state(const nn::StateDict& full,
   std::map<std::pair<std::string, std::size_t>, Tensor> by_name;  // (kind, i) -> tensor
   std::vector<std::string> kinds;
   for (const auto& [name, tensor] : full) {
-    auto key = split_name(name, source);
+    auto key = split_entry_name(name, source);
     if (std::find(kinds.begin(), kinds.end(), key.first) == kinds.end()) kinds.push_back(key.first);
     by_name[key] = tensor;
   }

@@ -16,6 +16,8 @@
 
 #include <chrono>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "dist/parallel/flat_parameter.hpp"
@@ -23,6 +25,14 @@
 #include "nn/optimizer.hpp"
 
 namespace ddp {
+
+// "exp_avg_sq.12" -> ("exp_avg_sq", 12); "optimizer.exp_avg.3" -> ("optimizer.exp_avg", 3):
+// the index after the last dot, and what comes before it. The one parser of these names,
+// for the optimizer's state here and for the entries a sharded checkpoint reads back from
+// its files (sharded_checkpoint.cpp). Throws ddp::Error naming `source` (who read `name`,
+// from which file) and the entry unless `name` is "<kind>.<digits>" with a kind.
+std::pair<std::string, std::size_t> split_entry_name(const std::string& name,
+                                                     std::string_view source);
 
 // Where the parameters of one flat buffer lie in it, and which of the model's parameters
 // they are: what cutting the buffer back into parameters needs. Made from a live

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Chapter 09, ddp-train's sharding flags end to end, as a user runs them (ddprun; mpirun in
 # scenario mpi).
-#   train.sh <scenario> <ddp-train> <ddprun> <ch09_compare> <data> <scratch> <mpirun>
+#   train.sh <scenario> <ddp-train> <ddprun> <ch09_compare> <data> <scratch> <mpirun> \
+#            <ch09_rename_entry>
 # Every run: AdamW with clipping, 4 steps of a global batch of 48 on 256 digits.
 # Scenarios:
 #   shards      --shard none, zero1, zero2 and fsdp at 3 ranks (uneven shards): the
@@ -35,10 +36,14 @@
 #               file and the rank; a save whose rank 1 cannot write its file (a folder in
 #               the way) writes no manifest, and the previous checkpoint is the one that
 #               --resume auto then resumes, to the same bits as an undisturbed resume; the
-#               next save leaves only its own generation's files; --shard none refuses
-#               --save-format sharded
+#               next save leaves only its own generation's files (killed writers' temporary
+#               files "<file>.tmp.<pid>" of generations 1 and 2 and of the manifest gone); a
+#               shard file with an entry name that is not <kind>.<index> (the manifest
+#               updated to its bytes and CRC-32) is refused naming the file and the entry,
+#               and --resume auto reports it as not usable and starts fresh; --shard none
+#               refuses --save-format sharded
 set -u
-scenario=$1 bin=$2 ddprun=$3 compare=$4 data=$5 work=$6 mpirun=${7:-mpirun}
+scenario=$1 bin=$2 ddprun=$3 compare=$4 data=$5 work=$6 mpirun=${7:-mpirun} rename=${8:-}
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
 . "$(dirname "$0")/../ch04_train/common.sh"
 small_mnist "$data" mnist && data=$PWD/mnist
@@ -187,14 +192,33 @@ sharded-faults)
   cmp ck keep/ck || fail "the failed save changed the manifest"
   [ -f ck.g2.rank0-of-2 ] || { ls; fail "rank 0's file of the failed save is not there"; }
   rm -r ck.g2.rank1-of-2
+  # What writers killed mid-write leave (nn/state_dict's "<file>.tmp.<pid>"): a rank's of
+  # generation 1, one of the failed generation 2 (which the next save reuses) and rank 0's
+  # of a manifest. No manifest names them: the next save removes them.
+  cp ck.g1.rank1-of-2 ck.g1.rank1-of-2.tmp.4242
+  cp ck.g2.rank0-of-2 ck.g2.rank1-of-2.tmp.4243
+  cp ck ck.tmp.4244
   ranks 2 auto.log --shard zero1 --resume auto --save ck --save-format sharded
   grep -q 'resumed from ck: epoch 1, step 2' auto.log ||
     { cat auto.log; fail "--resume auto did not resume the previous checkpoint"; }
   "$compare" ref ck 0 model. optimizer. progress. config. ||
     fail "resumed after the interrupted save: not the undisturbed resume's bits"
-  left=$(echo ck.g*)
+  left=$(echo ck.*)
   [ "$left" = "ck.g2.rank0-of-2 ck.g2.rank1-of-2" ] ||
     { ls; fail "after the next save: $left (expected generation 2's files only)"; }
+  # An entry name that is not <kind>.<index>, in a file that is otherwise the one the
+  # manifest names: a ddp::Error naming the file and the entry, not std::stoul's exception.
+  "$rename" ck.g2.rank1-of-2 optimizer.exp_avg.0 optimizer.exp_avg.x ck 1 ||
+    fail "could not rename an entry of ck.g2.rank1-of-2"
+  bad="rank 1's shard file ck.g2.rank1-of-2: entry 'optimizer.exp_avg.x' is not <kind>.<index>"
+  rc=0
+  "$compare" ck ck 0 >bad-name.log 2>&1 || rc=$?
+  ((rc == 2)) && grep -qF "$bad" bad-name.log ||
+    { cat bad-name.log; fail "a malformed entry name: exit $rc, not refused naming the file"; }
+  ranks 2 bad-auto.log --shard zero1 --resume auto --save ck --save-format sharded
+  grep -qF -- "--resume auto: no checkpoint at ck (not usable: sharded checkpoint ck: $bad)" \
+    bad-auto.log || { cat bad-auto.log; fail "--resume auto did not report ck as not usable"; }
+  echo "not usable: $(grep -m1 -o "$bad" bad-auto.log)"
   rc=0
   "$bin" "${flags[@]}" --shard none --save x --save-format sharded >none.log 2>&1 || rc=$?
   ((rc == 2)) && grep -q 'needs --shard zero1, zero2 or fsdp' none.log ||
