@@ -17,7 +17,8 @@
 #SBATCH --time=00:05:00             # wall-clock limit: the job is killed after it
 #SBATCH --output=%x-%j.out          # %x = job name, %j = job id
 set -euo pipefail
-source "${DDP_ROOT:-$SLURM_SUBMIT_DIR}/launch/common.sh"
+source "${DDP_ROOT:-$SLURM_SUBMIT_DIR}/launch/common.sh" ||
+  { echo "launch: submit from the repository root, or export DDP_ROOT=<repository>" >&2; exit 2; }
 doctor=$(ddp_program ddp-doctor)
 hello=$(ddp_program ch00_hello)
 

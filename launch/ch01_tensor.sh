@@ -15,7 +15,8 @@
 #SBATCH --time=00:10:00             # wall-clock limit: the job is killed after it
 #SBATCH --output=%x-%j.out          # %x = job name, %j = job id
 set -euo pipefail
-source "${DDP_ROOT:-$SLURM_SUBMIT_DIR}/launch/common.sh"
+source "${DDP_ROOT:-$SLURM_SUBMIT_DIR}/launch/common.sh" ||
+  { echo "launch: submit from the repository root, or export DDP_ROOT=<repository>" >&2; exit 2; }
 program=$(ddp_program ch01_tensor)   # exits with a hint when it is not built
 cores=${SLURM_CPUS_PER_TASK:-1}
 

@@ -16,13 +16,11 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 doctor=$(ddp_program ddp-doctor)
 program=$(ddp_program ch05_rendezvous)
 ranks=${DDP_RANKS:-4}
-nccl=()                                 # -x NAME for every NCCL_* variable set
-for name in $(compgen -e NCCL_ || true); do nccl+=(-x "$name"); done
 
 # --oversubscribe: allow more ranks than cores (a laptop, a CI box); without a hostfile
 # every rank is local. -x passes variables to ranks on other hosts.
 mpirun -np "$ranks" --oversubscribe ${DDP_HOSTFILE:+--hostfile "$DDP_HOSTFILE"} \
   -x MASTER_ADDR -x MASTER_PORT -x DDP_JOB_TOKEN "$doctor"
 mpirun -np "$ranks" --oversubscribe ${DDP_HOSTFILE:+--hostfile "$DDP_HOSTFILE"} \
-  -x MASTER_ADDR -x MASTER_PORT -x DDP_JOB_TOKEN "${nccl[@]}" "$program" \
+  -x MASTER_ADDR -x MASTER_PORT -x DDP_JOB_TOKEN "${DDP_MPIRUN_X[@]}" "$program" \
   --backend "${DDP_BACKEND:-mpi}"

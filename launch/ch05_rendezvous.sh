@@ -20,11 +20,10 @@
 #SBATCH --time=00:10:00             # wall-clock limit: the job is killed after it
 #SBATCH --output=%x-%j.out          # %x = job name, %j = job id
 set -euo pipefail
-source "${DDP_ROOT:-$SLURM_SUBMIT_DIR}/launch/common.sh"
+source "${DDP_ROOT:-$SLURM_SUBMIT_DIR}/launch/common.sh" ||
+  { echo "launch: submit from the repository root, or export DDP_ROOT=<repository>" >&2; exit 2; }
 doctor=$(ddp_program ddp-doctor)
 program=$(ddp_program ch05_rendezvous)
-nccl=()                                 # -x NAME for every NCCL_* variable set, for mpirun
-for name in $(compgen -e NCCL_ || true); do nccl+=(-x "$name"); done
 
 case ${DDP_LAUNCH:-srun} in
   srun)
@@ -42,7 +41,7 @@ case ${DDP_LAUNCH:-srun} in
   mpirun)
     # mpirun reads the allocation and starts one rank per slot; -x passes variables on.
     mpirun -x MASTER_ADDR -x MASTER_PORT -x DDP_JOB_TOKEN "$doctor"
-    mpirun -x MASTER_ADDR -x MASTER_PORT -x DDP_JOB_TOKEN "${nccl[@]}" \
+    mpirun -x MASTER_ADDR -x MASTER_PORT -x DDP_JOB_TOKEN "${DDP_MPIRUN_X[@]}" \
       "$program" --backend "${DDP_BACKEND:-mpi}"
     ;;
   *) echo "launch: DDP_LAUNCH=${DDP_LAUNCH} is not one of srun, ddprun, mpirun" >&2; exit 2 ;;

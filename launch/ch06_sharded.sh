@@ -22,7 +22,8 @@
 #SBATCH --time=00:30:00             # wall-clock limit: the job is killed after it
 #SBATCH --output=%x-%j.out          # %x = job name, %j = job id
 set -euo pipefail
-source "${DDP_ROOT:-$SLURM_SUBMIT_DIR}/launch/common.sh"
+source "${DDP_ROOT:-$SLURM_SUBMIT_DIR}/launch/common.sh" ||
+  { echo "launch: submit from the repository root, or export DDP_ROOT=<repository>" >&2; exit 2; }
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-${SLURM_CPUS_PER_TASK:-1}}
 # The default is a quick run that proves the job works; drop --max-steps to train fully.
 # The global batch stays at ddp-train's default, 128, whatever the number of ranks.
@@ -50,7 +51,7 @@ case ${DDP_LAUNCH:-srun} in
     # DDP_BACKEND=mpi runs the same training over MPI_Allreduce.
     mpirun -x MASTER_ADDR -x MASTER_PORT -x DDP_JOB_TOKEN "$doctor"
     mpirun -x MASTER_ADDR -x MASTER_PORT -x DDP_JOB_TOKEN -x OMP_NUM_THREADS \
-      "$program" $DDP_TRAIN_ARGS --backend "${DDP_BACKEND:-tcp}"
+      "${DDP_MPIRUN_X[@]}" "$program" $DDP_TRAIN_ARGS --backend "${DDP_BACKEND:-tcp}"
     ;;
   *) echo "launch: DDP_LAUNCH=${DDP_LAUNCH} is not one of srun, ddprun, mpirun" >&2; exit 2 ;;
 esac

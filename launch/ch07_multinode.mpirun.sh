@@ -30,8 +30,6 @@ ddp_program ddp-trace-merge >/dev/null  # needed after training: checked before 
 # ddp-train writes FILE.rankR.json per rank; ddp_merge_trace (common.sh) joins them here.
 trace=${DDP_TRACE_DIR:-$PWD}/ch07_multinode-$DDP_JOB_ID.json
 ranks=${DDP_RANKS:-4}
-nccl=()                                 # -x NAME for every NCCL_* variable set
-for name in $(compgen -e NCCL_ || true); do nccl+=(-x "$name"); done
 
 # --oversubscribe: allow more ranks than cores (a laptop, a CI box); without a hostfile
 # every rank is local. -x passes variables to ranks on other hosts.
@@ -39,6 +37,6 @@ mpirun -np "$ranks" --oversubscribe ${DDP_HOSTFILE:+--hostfile "$DDP_HOSTFILE"} 
   -x MASTER_ADDR -x MASTER_PORT -x DDP_JOB_TOKEN "$doctor"
 # shellcheck disable=SC2086  # DDP_TRAIN_ARGS is a list of flags
 mpirun -np "$ranks" --oversubscribe ${DDP_HOSTFILE:+--hostfile "$DDP_HOSTFILE"} \
-  -x MASTER_ADDR -x MASTER_PORT -x DDP_JOB_TOKEN -x OMP_NUM_THREADS "${nccl[@]}" \
+  -x MASTER_ADDR -x MASTER_PORT -x DDP_JOB_TOKEN -x OMP_NUM_THREADS "${DDP_MPIRUN_X[@]}" \
   "$program" $DDP_TRAIN_ARGS --backend "${DDP_BACKEND:-auto}" --trace "$trace"
 ddp_merge_trace "$trace" "$ranks"

@@ -51,7 +51,8 @@
 #SBATCH --time=00:30:00             # wall-clock limit: the job is killed after it
 #SBATCH --output=%x-%j.out          # %x = job name, %j = job id
 set -euo pipefail
-source "${DDP_ROOT:-$SLURM_SUBMIT_DIR}/launch/common.sh"
+source "${DDP_ROOT:-$SLURM_SUBMIT_DIR}/launch/common.sh" ||
+  { echo "launch: submit from the repository root, or export DDP_ROOT=<repository>" >&2; exit 2; }
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-${SLURM_CPUS_PER_TASK:-1}}
 # The default is a quick run that proves the job works; drop --max-steps to train fully.
 # The global batch stays at ddp-train's default, 128, whatever the number of ranks.
@@ -62,8 +63,6 @@ ddp_program ddp-trace-merge >/dev/null  # needed after training: checked before 
 # ddp-train writes FILE.rankR.json per rank; ddp_merge_trace (common.sh) joins them here.
 trace=${DDP_TRACE_DIR:-$PWD}/ch07_multinode-$DDP_JOB_ID.json
 ranks=${SLURM_NTASKS:-$SLURM_NNODES}    # nodes x ntasks-per-node (srun: 1 per node if unset)
-nccl=()                                 # -x NAME for every NCCL_* variable set, for mpirun
-for name in $(compgen -e NCCL_ || true); do nccl+=(-x "$name"); done
 
 # shellcheck disable=SC2086  # DDP_TRAIN_ARGS is a list of flags
 case ${DDP_LAUNCH:-srun} in
@@ -83,7 +82,7 @@ case ${DDP_LAUNCH:-srun} in
   mpirun)
     # mpirun reads the allocation and starts one rank per slot; -x passes variables on.
     mpirun -x MASTER_ADDR -x MASTER_PORT -x DDP_JOB_TOKEN "$doctor"
-    mpirun -x MASTER_ADDR -x MASTER_PORT -x DDP_JOB_TOKEN -x OMP_NUM_THREADS "${nccl[@]}" \
+    mpirun -x MASTER_ADDR -x MASTER_PORT -x DDP_JOB_TOKEN -x OMP_NUM_THREADS "${DDP_MPIRUN_X[@]}" \
       "$program" $DDP_TRAIN_ARGS --backend "${DDP_BACKEND:-auto}" --trace "$trace"
     ;;
   *) echo "launch: DDP_LAUNCH=${DDP_LAUNCH} is not one of srun, ddprun, mpirun" >&2; exit 2 ;;

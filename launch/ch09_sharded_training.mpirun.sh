@@ -27,15 +27,11 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}   # ranks share the cores: one thre
 default_args="--epochs 1 --max-steps 20 --width 4 --optimizer adamw --clip-grad-norm 1.0"
 DDP_TRAIN_ARGS=${DDP_TRAIN_ARGS:-$default_args}
 program=$(ddp_program ddp-train)    # exits with a hint when it is not built
-budget=()                           # -x DDP_MEMORY_LIMIT_MB when it is set
-if [[ -n ${DDP_MEMORY_LIMIT_MB:-} ]]; then budget=(-x DDP_MEMORY_LIMIT_MB); fi
-nccl=()                             # -x NAME for every NCCL_* variable set
-for name in $(compgen -e NCCL_ || true); do nccl+=(-x "$name"); done
 
 # --oversubscribe: allow more ranks than cores (a laptop, a CI box); without a hostfile
 # every rank is local. -x passes variables to ranks on other hosts.
 # shellcheck disable=SC2086  # DDP_TRAIN_ARGS is a list of flags
 mpirun -np "${DDP_RANKS:-4}" --oversubscribe ${DDP_HOSTFILE:+--hostfile "$DDP_HOSTFILE"} \
-  -x MASTER_ADDR -x MASTER_PORT -x DDP_JOB_TOKEN -x OMP_NUM_THREADS "${budget[@]}" \
-  "${nccl[@]}" "$program" $DDP_TRAIN_ARGS --shard "${DDP_SHARD:-fsdp}" --print-memory \
+  -x MASTER_ADDR -x MASTER_PORT -x DDP_JOB_TOKEN -x OMP_NUM_THREADS "${DDP_MPIRUN_X[@]}" \
+  "$program" $DDP_TRAIN_ARGS --shard "${DDP_SHARD:-fsdp}" --print-memory \
   --backend "${DDP_BACKEND:-auto}"

@@ -64,7 +64,8 @@
 #SBATCH --time=00:30:00             # wall-clock limit
 #SBATCH --output=%x-%j.out          # %x = job name, %j = job id
 set -euo pipefail
-source "${DDP_ROOT:-$SLURM_SUBMIT_DIR}/launch/common.sh"
+source "${DDP_ROOT:-$SLURM_SUBMIT_DIR}/launch/common.sh" ||
+  { echo "launch: submit from the repository root, or export DDP_ROOT=<repository>" >&2; exit 2; }
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-${SLURM_CPUS_PER_TASK:-1}}
 # The default is a short run; drop --max-steps to train fully. The global batch stays at
 # ddp-train's default, 128, whatever the number of ranks (and --grad-accum).
@@ -73,19 +74,15 @@ DDP_TRAIN_ARGS=${DDP_TRAIN_ARGS:-$default_args}
 program=$(ddp_program ddp-train)    # exits with a hint when it is not built
 args=(--shard "${DDP_SHARD:-fsdp}" --print-memory --backend "${DDP_BACKEND:-auto}")
 # The budget reaches ranks that srun and ddprun start with the rest of the environment;
-# mpirun's remote ranks see only what -x names.
-budget=()
-if [[ -n ${DDP_MEMORY_LIMIT_MB:-} ]]; then budget=(-x DDP_MEMORY_LIMIT_MB); fi
-nccl=()                                 # -x NAME for every NCCL_* variable set, for mpirun
-for name in $(compgen -e NCCL_ || true); do nccl+=(-x "$name"); done
+# mpirun's remote ranks see only what -x names (DDP_MPIRUN_X, common.sh, names it).
 
 # shellcheck disable=SC2086  # DDP_TRAIN_ARGS is a list of flags
 case ${DDP_LAUNCH:-srun} in
   srun) srun "$program" $DDP_TRAIN_ARGS "${args[@]}" ;;
   ddprun) ddp_ddprun_per_node "$program" $DDP_TRAIN_ARGS "${args[@]}" ;;
   mpirun)
-    mpirun -x MASTER_ADDR -x MASTER_PORT -x DDP_JOB_TOKEN -x OMP_NUM_THREADS "${budget[@]}" \
-      "${nccl[@]}" "$program" $DDP_TRAIN_ARGS "${args[@]}"
+    mpirun -x MASTER_ADDR -x MASTER_PORT -x DDP_JOB_TOKEN -x OMP_NUM_THREADS "${DDP_MPIRUN_X[@]}" \
+      "$program" $DDP_TRAIN_ARGS "${args[@]}"
     ;;
   *) echo "launch: DDP_LAUNCH=${DDP_LAUNCH} is not one of srun, ddprun, mpirun" >&2; exit 2 ;;
 esac

@@ -9,8 +9,8 @@
 # defaults here):
 #   DDP_ROOT     the repository                       [the folder this file is in, minus launch/]
 #   DDP_BUILD    the build tree whose bin/ is used     [$DDP_ROOT/build/release]
-#   DDP_MODULES  environment modules to load first, e.g. "gcc/12 cmake openmpi cuda/12.4"
-#                (nothing is loaded when empty or when there is no `module` command) [""]
+#   DDP_MODULES  environment modules to load first, e.g. "gcc/12 cmake openmpi cuda/12.4";
+#                a missing `module` command or a module that fails to load is a warning [""]
 #   DDP_HOSTFILE outside SLURM and PBS (plain mpirun): a hostfile whose first column
 #                names the hosts, in launch order; '#' lines are skipped  [unset: this machine]
 #   MASTER_ADDR  where rank 0 listens                  [first host of the job]
@@ -19,9 +19,21 @@
 #   SBATCH_PARTITION, SBATCH_ACCOUNT, SBATCH_GPUS_PER_NODE (or -p/-A/--gpus-per-node).
 
 # ---- Modules -------------------------------------------------------------------------
-if [[ -n ${DDP_MODULES:-} ]] && command -v module >/dev/null 2>&1; then
-  # shellcheck disable=SC2086  # a list of module names
-  module load $DDP_MODULES
+# A job script is not a login shell: where `module` is defined by /etc/profile.d, it may
+# be missing here. Whatever is missing is said, once, and the job goes on (the build may
+# not need the modules); ddp_program below stops it if the programs cannot run.
+if [[ -n ${DDP_MODULES:-} ]]; then
+  if ! command -v module >/dev/null 2>&1; then
+    echo "launch: warning: DDP_MODULES='$DDP_MODULES', but this shell has no \`module\`" \
+      "command: nothing loaded (start the script with '#!/bin/bash -l', or source your" \
+      "site's modules init file first)" >&2
+  else
+    for ddp_module in $DDP_MODULES; do
+      module load "$ddp_module" ||
+        echo "launch: warning: 'module load $ddp_module' failed ('module avail" \
+          "${ddp_module%%/*}' lists what there is)" >&2
+    done
+  fi
 fi
 
 # ---- The build -----------------------------------------------------------------------
@@ -35,6 +47,17 @@ if [[ ! -d $DDP_BIN ]]; then
   exit 2
 fi
 export DDP_ROOT DDP_BUILD DDP_BIN
+
+# ---- What mpirun hands on to the ranks -------------------------------------------------
+# srun and ddprun give the ranks this script's whole environment; mpirun only what its -x
+# flags name. DDP_MPIRUN_X holds -x NAME for every NCCL_* variable set (NCCL reads them:
+# the network, debugging; launch/ch07_multinode.sh lists the ones worth knowing) and for
+# DDP_MEMORY_LIMIT_MB when set (chapter 09's budget); each mpirun line adds the
+# rendezvous's own (MASTER_ADDR, MASTER_PORT, DDP_JOB_TOKEN).
+DDP_MPIRUN_X=()
+for ddp_name in $(compgen -e NCCL_ || true) DDP_MEMORY_LIMIT_MB; do
+  if [[ -n ${!ddp_name:-} ]]; then DDP_MPIRUN_X+=(-x "$ddp_name"); fi
+done
 
 # ---- CPUs per task under srun --------------------------------------------------------
 # Since Slurm 22.05, "the number of cpus per task specified for salloc or sbatch is not

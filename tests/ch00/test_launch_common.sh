@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# launch/common.sh and the job scripts' first lines, as a participant meets them on a
+# cluster (chapter 00): a job submitted from outside the repository stops at once, naming
+# the fix; DDP_MODULES without a `module` command, or with a module that fails to load, is
+# said; mpirun's -x list carries every NCCL_* variable set and chapter 09's budget.
+#   test_launch_common.sh <repository>
+set -u
+root=$1
+fail() { echo "FAIL: $*"; exit 1; }
+work=$(mktemp -d) && trap 'rm -rf "$work"' EXIT
+mkdir -p "$work/build/bin" "$work/elsewhere"
+
+# 1. Every SLURM and PBS script, submitted from a folder that is not the repository.
+count=0
+for script in "$root"/launch/*.sh "$root"/launch/*.pbs; do
+  [[ $script == */common.sh || $script == *.mpirun.sh ]] && continue
+  out=$(cd "$work/elsewhere" && env -u DDP_ROOT -u PBS_O_WORKDIR PBS_NODEFILE="$work/nodes" \
+        SLURM_SUBMIT_DIR="$work/elsewhere" bash "$script" 2>&1)
+  rc=$?
+  ((rc == 2)) && grep -q 'launch: submit from the repository root, or export DDP_ROOT' <<<"$out" ||
+    fail "$(basename "$script") from another folder: exit $rc, said: $out"
+  count=$((count + 1))
+done
+echo "$count job scripts submitted from another folder: each stops with exit 2 and the fix"
+
+# 2. Modules. Sourced as the scripts do, with a build folder that exists.
+source_common() {  # source_common DEFINE_MODULE: common.sh's stderr
+  (
+    export DDP_ROOT=$root DDP_BUILD=$work/build DDP_MODULES="gcc/12 nosuch/1"
+    unset -f module 2>/dev/null
+    if [[ $1 == yes ]]; then module() { [[ $1 == load && $2 != nosuch/1 ]]; }; fi
+    # shellcheck source=/dev/null
+    source "$root/launch/common.sh"
+  ) 2>&1 >/dev/null
+}
+said=$(PATH=/usr/bin:/bin source_common no)
+grep -q "DDP_MODULES='gcc/12 nosuch/1', but this shell has no \`module\` command" <<<"$said" ||
+  fail "no module command: common.sh said: $said"
+said=$(source_common yes)
+grep -q "'module load nosuch/1' failed" <<<"$said" || fail "a failed module: said: $said"
+grep -q "gcc/12" <<<"$said" && fail "a module that loaded was reported: $said"
+echo "modules: a missing module command and a failed module are said, once each"
+
+# 3. What mpirun passes on.
+x=$( (export DDP_ROOT=$root DDP_BUILD=$work/build NCCL_DEBUG=INFO NCCL_IB_DISABLE=1 \
+      DDP_MEMORY_LIMIT_MB=110; source "$root/launch/common.sh" >/dev/null 2>&1
+      echo "${DDP_MPIRUN_X[*]}") )
+[[ $x == *"-x NCCL_DEBUG"* && $x == *"-x NCCL_IB_DISABLE"* && $x == *"-x DDP_MEMORY_LIMIT_MB"* ]] ||
+  fail "DDP_MPIRUN_X with NCCL_DEBUG, NCCL_IB_DISABLE and a budget set: '$x'"
+x=$( (unset DDP_MEMORY_LIMIT_MB; for v in $(compgen -e NCCL_); do unset "$v"; done
+      export DDP_ROOT=$root DDP_BUILD=$work/build; source "$root/launch/common.sh" >/dev/null 2>&1
+      echo "${#DDP_MPIRUN_X[@]}") )
+[[ $x == 0 ]] || fail "DDP_MPIRUN_X with nothing set has $x entries"
+echo "mpirun's -x list: every NCCL_* variable and the budget when set, nothing otherwise"
