@@ -1,22 +1,23 @@
 // init_process_group (see init.hpp): who am I, where do we meet, which backend.
 #include "dist/init.hpp"
 
+#include "dist/backend_choice.hpp"
 #include "dist/file_store.hpp"
 #include "dist/launch_env.hpp"
 #include "dist/process_group_mpi.hpp"
 #include "dist/process_group_tcp.hpp"
 #include "dist/tcp_store.hpp"
 #include "base/error.hpp"
+#include "tensor/cuda/device_info.hpp"  // device_count, device_uuid
 #ifdef DDP_HAVE_NCCL
 #include "dist/process_group_nccl.hpp"
-#include "tensor/cuda/device_info.hpp"  // device_count
 #endif
 
 namespace ddp {
 
 namespace {
 
-constexpr const char* kBackends = "tcp, mpi, nccl";
+constexpr const char* kBackends = "tcp, mpi, nccl, auto";
 
 struct Rendezvous {
   int rank = 0;
@@ -76,13 +77,65 @@ Rendezvous rendezvous(const InitOptions& options, bool need_store) {
   return r;
 }
 
+std::unique_ptr<ProcessGroup> make_tcp(const Rendezvous& r, const InitOptions& options) {
+  return std::make_unique<ProcessGroupTcp>(r.store, r.rank, r.world_size, options.timeout);
+}
+
+// gpu: the rank's GPU, or -1: cuda:<local rank>, or cuda:0 for a rank that sees one GPU
+// (gpu_for_local_rank); make_process_group_nccl names the rank when neither is there.
+std::unique_ptr<ProcessGroup> make_nccl([[maybe_unused]] const Rendezvous& r,
+                                        [[maybe_unused]] const InitOptions& options,
+                                        [[maybe_unused]] int gpu = -1) {
+#ifdef DDP_HAVE_NCCL
+  if (gpu < 0) gpu = gpu_for_local_rank(r.local_rank, cuda::device_count());
+  return make_process_group_nccl(r.store, r.rank, r.world_size,
+                                 gpu >= 0 ? gpu : r.local_rank, options.timeout);
+#else
+  DDP_FAIL("init_process_group: backend \"nccl\" is not in this build (cmake found no NCCL)\n",
+           "hint: set NCCL_HOME to NCCL's install prefix (>= 2.14; or `module load nccl`), ",
+           "reconfigure with -DDDP_CUDA=ON until cmake says 'Found NCCL', rebuild; or run "
+           "with --backend tcp");
+#endif
+}
+
+// "auto": every rank posts which GPU it would train on, reads everyone's, and makes the
+// same choice from the same facts; no rank has to announce it.
+BackendChoice agree_on_backend(Store& store, const Rendezvous& r, const InitOptions& options) {
+  RankGpu me;
+  me.host = host_name();
+  me.visible_gpus = cuda::device_count();
+  if (options.device.is_cuda()) me.gpu_uuid = cuda::device_uuid(options.device.index);
+  const std::string prefix = "init/auto_backend/";
+  store.set(prefix + std::to_string(r.rank), encode(me));
+  std::vector<RankGpu> all;
+  for (int rank = 0; rank < r.world_size; ++rank) {
+    all.push_back(decode_rank_gpu(store.get(prefix + std::to_string(rank), options.timeout)));
+  }
+  return choose_backend(all, nccl_built());
+}
+
 }  // namespace
 
 std::unique_ptr<ProcessGroup> init_process_group(const InitOptions& options) {
+  BackendChoice ignored;
+  return init_process_group(options, ignored);
+}
+
+std::unique_ptr<ProcessGroup> init_process_group(const InitOptions& options,
+                                                 BackendChoice& chosen) {
   const std::string& backend = options.backend;
-  if (backend == "tcp") {
+  chosen = {backend, "asked for"};
+  if (backend == "tcp") return make_tcp(rendezvous(options, /*need_store=*/true), options);
+  if (backend == "nccl") {
+    if (!nccl_built()) return make_nccl({}, options);  // fails before anyone waits for it
+    return make_nccl(rendezvous(options, /*need_store=*/true), options);
+  }
+  if (backend == "auto") {
     const Rendezvous r = rendezvous(options, /*need_store=*/true);
-    return std::make_unique<ProcessGroupTcp>(r.store, r.rank, r.world_size, options.timeout);
+    chosen = agree_on_backend(*r.store, r, options);
+    // nccl on the very GPU whose UUID the ranks compared.
+    return chosen.backend == "nccl" ? make_nccl(r, options, options.device.index)
+                                    : make_tcp(r, options);
   }
   if (backend == "mpi") {
     // MPI meets through its own launcher; the environment only serves as a cross-check.
@@ -94,19 +147,6 @@ std::unique_ptr<ProcessGroup> init_process_group(const InitOptions& options) {
               group->size(), ", the environment says rank ", r.rank, " of ", r.world_size,
               "\nhint: start mpi jobs with mpirun/srun alone, not under another launcher");
     return group;
-  }
-  if (backend == "nccl") {
-#ifdef DDP_HAVE_NCCL
-    const Rendezvous r = rendezvous(options, /*need_store=*/true);
-    // cuda:<local rank>, or cuda:0 for a rank that sees one GPU (gpu_for_local_rank);
-    // make_process_group_nccl names the rank when neither is there.
-    const int gpu = gpu_for_local_rank(r.local_rank, cuda::device_count());
-    return make_process_group_nccl(r.store, r.rank, r.world_size,
-                                   gpu >= 0 ? gpu : r.local_rank, options.timeout);
-#else
-    DDP_FAIL("init_process_group: backend \"nccl\" is not in this build\n",
-             "hint: configure with -DDDP_CUDA=ON on a machine with CUDA and NCCL");
-#endif
   }
   DDP_FAIL("init_process_group: unknown backend \"", backend, "\"; the choices are ", kBackends);
 }

@@ -17,13 +17,19 @@
 #include <string>
 
 #include "base/deadline.hpp"  // kDefaultTimeout
+#include "dist/backend_choice.hpp"
 #include "dist/process_group.hpp"
+#include "tensor/device.hpp"
 
 namespace ddp {
 
 struct InitOptions {
-  // "tcp" (ProcessGroupTcp, from scratch), "mpi" (Open MPI), "nccl" (GPUs).
+  // "tcp" (ProcessGroupTcp, from scratch), "mpi" (Open MPI), "nccl" (GPUs), or "auto":
+  // nccl when every rank's `device` is a GPU of its own, else tcp (choose_backend,
+  // dist/backend_choice.hpp; the ranks compare their GPUs' UUIDs through the store).
   std::string backend = "tcp";
+  // Where this rank's tensors live; only "auto" asks.
+  Device device = Device::cpu();
   // How the ranks meet:
   //   env://            rank, world size, MASTER_ADDR/MASTER_PORT from the launcher
   //                     (discover_launch_env); a TCPStore that rank 0 serves.
@@ -41,5 +47,9 @@ struct InitOptions {
 // Throws ddp::Error naming the backend or init method at fault (an unknown backend
 // lists the choices; a missing variable names it).
 std::unique_ptr<ProcessGroup> init_process_group(const InitOptions& options);
+// The same, and which backend was chosen and why: for "auto", choose_backend's answer
+// (the same on every rank); for a named backend, that name, "asked for".
+std::unique_ptr<ProcessGroup> init_process_group(const InitOptions& options,
+                                                 BackendChoice& chosen);
 
 }  // namespace ddp

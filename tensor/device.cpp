@@ -23,4 +23,15 @@ Device Device::parse(std::string_view text) {
   DDP_FAIL("unknown device '", text, "'; expected 'cpu', 'cuda' or 'cuda:N'");
 }
 
+std::string gpu_uuid_text(std::span<const unsigned char, 16> bytes) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string text = "GPU-";
+  for (std::size_t i = 0; i < bytes.size(); ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) text += '-';
+    text += kHex[bytes[i] >> 4];
+    text += kHex[bytes[i] & 0xf];
+  }
+  return text;
+}
+
 }  // namespace ddp

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -25,5 +26,10 @@ struct Device {
   // Parses "cpu", "cuda" (= cuda:0) or "cuda:N"; throws ddp::Error on anything else.
   static Device parse(std::string_view text);
 };
+
+// A GPU's 16-byte UUID (cudaDeviceProp::uuid) as nvidia-smi writes it:
+// "GPU-" then 8-4-4-4-12 lowercase hex digits. The words of cuda::device_uuid; here so
+// that a build without CUDA can test it.
+std::string gpu_uuid_text(std::span<const unsigned char, 16> bytes);
 
 }  // namespace ddp

@@ -29,6 +29,7 @@ bool is_built() { return false; }
 int device_count() noexcept { return 0; }
 bool is_available() { return false; }
 std::string device_name(int index) { fail_not_built("device_name", index); }
+std::string device_uuid(int index) { fail_not_built("device_uuid", index); }
 AllocatorStats allocator_stats(int index) { fail_not_built("allocator_stats", index); }
 void empty_cache(int index) { fail_not_built("empty_cache", index); }
 void use_device(int index) { fail_not_built("use_device", index); }

@@ -9,6 +9,8 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include <array>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -266,6 +268,18 @@ std::string device_name(int index) {
   cudaDeviceProp prop{};
   DDP_CHECK_CUDA(cudaGetDeviceProperties(&prop, index));
   return prop.name;
+}
+
+std::string device_uuid(int index) {
+  const int count = device_count();
+  DDP_CHECK(index >= 0 && index < count, "device_uuid(", index, "): there are ", count,
+            " usable CUDA devices\nhint: check nvidia-smi and CUDA_VISIBLE_DEVICES");
+  cudaDeviceProp prop{};
+  DDP_CHECK_CUDA(cudaGetDeviceProperties(&prop, index));
+  std::array<unsigned char, 16> bytes{};
+  static_assert(sizeof(prop.uuid.bytes) == bytes.size());
+  std::memcpy(bytes.data(), prop.uuid.bytes, bytes.size());
+  return gpu_uuid_text(bytes);
 }
 
 AllocatorStats allocator_stats(int index) { return cuda_backend_impl(index).allocator().stats(); }

@@ -14,6 +14,11 @@ bool is_built();                // compiled with the CUDA backend
 int device_count() noexcept;    // usable GPUs; 0 when none, no driver, or not built
 bool is_available();            // device_count() > 0
 std::string device_name(int index);  // "NVIDIA H100 80GB HBM3"; throws when absent
+// The GPU's identity, as nvidia-smi -L writes it: "GPU-5d2c3e4f-...". The same GPU has the
+// same UUID in every process, whatever CUDA_VISIBLE_DEVICES numbers it: two ranks that
+// both say cuda:0 may hold different GPUs (srun --gpus-per-task=1), or the same one.
+// Throws when absent.
+std::string device_uuid(int index);
 
 // The caching allocator of GPU `index` (chapter 02): counters, and giving cached
 // blocks back to the driver.

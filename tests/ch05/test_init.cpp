@@ -81,6 +81,23 @@ TEST_CASE("init_process_group file:// meets through a FileStore", "[ch05][init]"
   CHECK(codes == std::vector<int>{0, 0, 0});
 }
 
+TEST_CASE("init_process_group auto: ranks on the CPU agree on tcp through the store, and say why",
+          "[ch05][init]") {
+  const int port = ddp::test::free_test_port();
+  const auto codes = ddp::test::run_forked(3, [port](int rank) {
+    set_torchrun_env(rank, 3, port);
+    ddp::InitOptions o;
+    o.backend = "auto";  // o.device: the CPU
+    o.timeout = 20s;
+    ddp::BackendChoice chosen;
+    auto group = ddp::init_process_group(o, chosen);
+    if (chosen.backend != "tcp" || chosen.reason != "the ranks train on the CPU") return 4;
+    group->barrier()->wait(20s);
+    return group->backend_name() == "tcp" ? 0 : 3;
+  });
+  CHECK(codes == std::vector<int>{0, 0, 0});
+}
+
 TEST_CASE("init_process_group names a wrong backend or init method", "[ch05][init]") {
   ddp::InitOptions o;
   o.rank = 0;
@@ -88,6 +105,11 @@ TEST_CASE("init_process_group names a wrong backend or init method", "[ch05][ini
   o.backend = "gloo";
   CHECK_THROWS_WITH(ddp::init_process_group(o),
                     Catch::Contains("\"gloo\"") && Catch::Contains("tcp, mpi, nccl"));
+  if (!ddp::nccl_built()) {  // a build without NCCL says so, and how to get it
+    o.backend = "nccl";
+    CHECK_THROWS_WITH(ddp::init_process_group(o),
+                      Catch::Contains("not in this build") && Catch::Contains("NCCL_HOME"));
+  }
   o.backend = "tcp";
   o.init_method = "carrier-pigeon://";
   CHECK_THROWS_WITH(ddp::init_process_group(o), Catch::Contains("carrier-pigeon://"));

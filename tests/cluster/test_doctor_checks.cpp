@@ -26,6 +26,10 @@ std::vector<RankReport> job(int nodes, int per_node, bool gpus) {
       r.launcher = "slurm";
       r.device = gpus ? "cuda:" + std::to_string(l) : "cpu";
       r.gpu = gpus ? std::to_string(l) : "";
+      r.gpu_uuid = gpus ? "GPU-000" + std::to_string(n + 1) + "000" + std::to_string(l) +
+                              "-0000-0000-0000-000000000000"
+                        : "";
+      r.visible_gpus = gpus ? per_node : 0;
       reports.push_back(r);
     }
   }
@@ -59,11 +63,44 @@ TEST_CASE("ddp-doctor names a rank that disagrees on the world size") {
 TEST_CASE("ddp-doctor names two ranks on one host that would share a GPU") {
   auto reports = job(2, 2, true);
   reports[3].gpu = reports[2].gpu;  // rank 3 on node2 lands on rank 2's GPU (0)
+  reports[3].gpu_uuid = reports[2].gpu_uuid;
   const auto problems = ddp::doctor::find_problems(reports);
   REQUIRE(problems.size() == 1);
-  CHECK(mentions(problems, "ranks 2 and 3 on node2 would share GPU 0"));
+  CHECK(mentions(problems, "ranks 2 and 3 on node2 would share GPU 0 (GPU-00020000-"));
+  // Without UUIDs (an older report), the physical index decides.
+  for (RankReport& r : reports) r.gpu_uuid.clear();
+  CHECK(mentions(ddp::doctor::find_problems(reports), "ranks 2 and 3 on node2 would share GPU 0"));
   // The same GPU number on two different hosts is two different GPUs: fine.
   CHECK(ddp::doctor::find_problems(job(2, 1, true)).empty());
+}
+
+TEST_CASE("ddp-doctor: --gpus-per-task=1 gives every rank 'GPU 0', yet each its own") {
+  auto reports = job(2, 4, true);
+  for (RankReport& r : reports) {  // each task sees one GPU, as cuda:0, listed as "0"
+    r.device = "cuda:0";
+    r.gpu = "0";
+    r.visible_gpus = 1;
+  }
+  CHECK(ddp::doctor::find_problems(reports).empty());
+  const ddp::BackendChoice pick = ddp::doctor::auto_backend(reports, true);
+  CHECK(pick.backend == "nccl");
+  CHECK(pick.reason == "every rank has a GPU of its own");
+  // Two tasks bound to one GPU are caught by the UUID.
+  reports[1].gpu_uuid = reports[0].gpu_uuid;
+  CHECK(mentions(ddp::doctor::find_problems(reports), "ranks 0 and 1 on node1 would share GPU 0"));
+  CHECK(ddp::doctor::auto_backend(reports, true).backend == "tcp");
+}
+
+TEST_CASE("ddp-doctor shows each rank's GPU UUID and what --backend auto would pick") {
+  const auto reports = job(1, 2, true);
+  const std::string table = ddp::doctor::format_table(reports);
+  CHECK(table.find("gpu uuid") != std::string::npos);
+  CHECK(table.find("GPU-00010001-0000-0000-0000-000000000000") != std::string::npos);
+  CHECK(ddp::doctor::auto_backend(reports, true).backend == "nccl");
+  const ddp::BackendChoice no_nccl = ddp::doctor::auto_backend(reports, false);
+  CHECK(no_nccl.backend == "tcp");
+  CHECK(no_nccl.reason.find("no NCCL") != std::string::npos);
+  CHECK(ddp::doctor::auto_backend(job(1, 2, false), true).reason == "the ranks train on the CPU");
 }
 
 TEST_CASE("ddp-doctor spots duplicated local ranks, the srun + ddprun mistake") {
@@ -92,6 +129,8 @@ TEST_CASE("ddp-doctor reports survive encode and decode, and a bad one throws") 
   CHECK(back.device == "cuda:1");
   CHECK(back.gpu == "1");
   CHECK(back.connect_ms == 17);
+  CHECK(back.gpu_uuid == "GPU-00020001-0000-0000-0000-000000000000");
+  CHECK(back.visible_gpus == 2);
   RankReport cpu = job(1, 1, false)[0];
   CHECK(ddp::doctor::decode(ddp::doctor::encode(cpu)).gpu.empty());
   CHECK_THROWS_AS(ddp::doctor::decode("1\t2\tthree"), ddp::Error);

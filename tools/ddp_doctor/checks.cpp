@@ -27,14 +27,14 @@ std::string encode(const RankReport& r) {
   std::ostringstream os;
   os << r.rank << '\t' << r.world_size << '\t' << r.local_rank << '\t' << r.local_world_size
      << '\t' << r.host << '\t' << r.launcher << '\t' << r.device << '\t' << r.gpu << '\t'
-     << r.connect_ms;
+     << r.connect_ms << '\t' << r.gpu_uuid << '\t' << r.visible_gpus;
   return os.str();
 }
 
 RankReport decode(const std::string& line) {
   const std::vector<std::string> f = split(line, '\t');
-  DDP_CHECK(f.size() == 9, "ddp-doctor: a rank's report has ", f.size(),
-            " fields, expected 9: '", line, "'");
+  DDP_CHECK(f.size() == 11, "ddp-doctor: a rank's report has ", f.size(),
+            " fields, expected 11: '", line, "'");
   RankReport r;
   r.rank = to_int(f[0], "rank");
   r.world_size = to_int(f[1], "world size");
@@ -45,6 +45,8 @@ RankReport decode(const std::string& line) {
   r.device = f[6];
   r.gpu = f[7];
   r.connect_ms = to_int(f[8], "connect time");
+  r.gpu_uuid = f[9];
+  r.visible_gpus = to_int(f[10], "visible GPU count");
   return r;
 }
 
@@ -94,10 +96,13 @@ std::vector<std::string> find_problems(const std::vector<RankReport>& reports) {
           " ask for --ntasks-per-node=1 (one launcher per node)"));
     }
     if (r.gpu.empty()) continue;
-    auto [git, gfresh] = gpu_owner[r.host].emplace(r.gpu, r.rank);
+    // The UUID names the GPU itself; the index lists may not (--gpus-per-task=1).
+    const std::string& id = r.gpu_uuid.empty() ? r.gpu : r.gpu_uuid;
+    auto [git, gfresh] = gpu_owner[r.host].emplace(id, r.rank);
     if (!gfresh) {
       problems.push_back(detail::concat(
           "ranks ", git->second, " and ", r.rank, " on ", r.host, " would share GPU ", r.gpu,
+          r.gpu_uuid.empty() ? "" : " (" + r.gpu_uuid + ")",
           "\nhint: one task per GPU: --gpus-per-task=1, or --gpus-per-node equal to"
           " --ntasks-per-node with each rank on cuda:<local rank>"));
     }
@@ -105,18 +110,26 @@ std::vector<std::string> find_problems(const std::vector<RankReport>& reports) {
   return problems;
 }
 
+BackendChoice auto_backend(const std::vector<RankReport>& reports, bool nccl_built) {
+  std::vector<RankGpu> ranks;
+  for (const RankReport& r : reports) ranks.push_back({r.host, r.gpu_uuid, r.visible_gpus});
+  return choose_backend(ranks, nccl_built);
+}
+
 std::string format_table(const std::vector<RankReport>& reports) {
   std::string out;
-  char line[256];
-  std::snprintf(line, sizeof(line), "%5s  %-6s %-16s %-9s %-8s %-4s %s\n", "rank", "local",
-                "host", "launcher", "device", "gpu", "connect");
+  char line[320];
+  std::snprintf(line, sizeof(line), "%5s  %-6s %-16s %-9s %-8s %-4s %-10s %s\n", "rank", "local",
+                "host", "launcher", "device", "gpu", "connect", "gpu uuid");
   out += line;
   for (const RankReport& r : reports) {
     const std::string local = std::to_string(r.local_rank) + "/" +
                               std::to_string(r.local_world_size);
-    std::snprintf(line, sizeof(line), "%5d  %-6s %-16s %-9s %-8s %-4s %ld ms\n", r.rank,
+    const std::string connect = std::to_string(r.connect_ms) + " ms";
+    std::snprintf(line, sizeof(line), "%5d  %-6s %-16s %-9s %-8s %-4s %-10s %s\n", r.rank,
                   local.c_str(), r.host.c_str(), r.launcher.c_str(), r.device.c_str(),
-                  r.gpu.empty() ? "-" : r.gpu.c_str(), r.connect_ms);
+                  r.gpu.empty() ? "-" : r.gpu.c_str(), connect.c_str(),
+                  r.gpu_uuid.empty() ? "-" : r.gpu_uuid.c_str());
     out += line;
   }
   return out;

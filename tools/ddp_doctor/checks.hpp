@@ -1,10 +1,13 @@
 // What ddp-doctor checks, as plain functions over the reports the ranks send to rank 0:
 // no I/O, no sockets, so the tests can feed them made-up jobs. Chapter 00 (cluster
-// section); the program around them is tools/ddp_doctor/main.cpp.
+// section); the program around them is tools/ddp_doctor/main.cpp. Which backend
+// --backend auto would pick is dist's choose_backend (dist/backend_choice.hpp).
 #pragma once
 
 #include <string>
 #include <vector>
+
+#include "dist/backend_choice.hpp"
 
 namespace ddp::doctor {
 
@@ -18,6 +21,8 @@ struct RankReport {
   std::string launcher;  // "slurm", "openmpi", "torchrun", ... (to_string(Launcher))
   std::string device;    // "cpu" or "cuda:N", the device this rank would train on
   std::string gpu;       // the physical GPU behind `device` ("3"), "" on the CPU
+  std::string gpu_uuid;  // its UUID ("GPU-5d2c3e4f-..."), "" on the CPU
+  int visible_gpus = 0;  // how many GPUs the rank sees
   long connect_ms = 0;   // time to reach the master's store
 };
 
@@ -35,8 +40,12 @@ std::string physical_gpu(int index, const std::string& slurm_step_gpus,
 // fix is known); empty when the job is fine. `reports` are rank 0's view: one per rank
 // 0..world_size-1 of rank 0, in rank order. Checks: every rank agrees on the world size
 // and the launcher; no host has a local rank twice; no two ranks on one host use the
-// same GPU.
+// same GPU (the same UUID where the ranks know it: under --gpus-per-task=1 every rank's
+// GPU is "0" to the lists physical_gpu reads, yet each is another GPU).
 std::vector<std::string> find_problems(const std::vector<RankReport>& reports);
+
+// What --backend auto would pick for this job, and why (choose_backend on the reports).
+BackendChoice auto_backend(const std::vector<RankReport>& reports, bool nccl_built);
 
 // The table rank 0 prints, header included.
 std::string format_table(const std::vector<RankReport>& reports);

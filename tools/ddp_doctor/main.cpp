@@ -1,11 +1,11 @@
 // ddp-doctor: the preflight every multi-rank launch script runs before the real program,
 // under the same launcher. Chapter 00 (cluster section); launch/README.md.
 //
-// Each rank works out who it is (dist/launch_env.hpp) and which device it would use,
-// reaches the master's TCPStore within --timeout seconds, and sends rank 0 a report;
-// rank 0 checks them all (checks.hpp), prints one table and the verdict, and every rank
-// exits 0 (all good) or 1 (with the problem and a hint); a bad flag exits 2. It trains
-// nothing.
+// Each rank works out who it is (dist/launch_env.hpp) and which device it would use (and
+// that GPU's UUID), reaches the master's TCPStore within --timeout seconds, and sends rank
+// 0 a report; rank 0 checks them all (checks.hpp), prints one table, the backend that
+// --backend auto would pick and why, and the verdict, and every rank exits 0 (all good)
+// or 1 (with the problem and a hint); a bad flag exits 2. It trains nothing.
 //
 //   srun build/release/bin/ddp-doctor [--timeout SECONDS]
 
@@ -51,6 +51,8 @@ void choose_device(RankReport& report) {
   report.device = "cuda:" + std::to_string(index);
   report.gpu = ddp::doctor::physical_gpu(index, env_or_empty("SLURM_STEP_GPUS"),
                                          env_or_empty("CUDA_VISIBLE_DEVICES"));
+  report.gpu_uuid = ddp::cuda::device_uuid(index);
+  report.visible_gpus = gpus;
 }
 
 constexpr const char* kUsage = "usage: ddp-doctor [--timeout SECONDS]\n";
@@ -140,6 +142,10 @@ int run(int argc, char** argv) {
   std::printf("ddp-doctor: %d rank(s), master %s:%d%s%s\n%s", env.world_size,
               env.master_addr.c_str(), env.master_port, env.job_id.empty() ? "" : ", job ",
               env.job_id.c_str(), ddp::doctor::format_table(reports).c_str());
+  // What ddp-train --backend auto would do with these ranks (dist/backend_choice.hpp).
+  const ddp::BackendChoice pick = ddp::doctor::auto_backend(reports, ddp::nccl_built());
+  std::printf("ddp-doctor: --backend auto would pick %s: %s\n", pick.backend.c_str(),
+              pick.reason.c_str());
   if (problems.empty()) {
     std::printf("ddp-doctor: OK: all %d ranks reached %s:%d, agree on world size %d and"
                 " launcher %s, no GPU shared\n",

@@ -85,7 +85,7 @@ Trains the ResNet-style network of chapter 04 on MNIST and reports test accuracy
 Data parallel (chapter 06): started by ddprun, srun, mpirun or torchrun, every rank
 trains on its shard and gradients are averaged; alone, it is one process.
   --backend B           tcp, mpi, nccl or auto (default auto: nccl when every rank has
-                        a GPU of its own, else tcp)
+                        a GPU of its own, told apart by UUID; else tcp)
   --sync-bn             SyncBatchNorm: batch statistics over the global batch
   --grad-sync S         bucketed (chapter 07's Reducer: buckets all-reduced during
                         backward), flat (one all-reduce of all gradients after it) or

@@ -60,7 +60,7 @@ struct TrainOptions {
       std::chrono::duration_cast<std::chrono::seconds>(kDefaultTimeout).count();
   int timeout_s = kDefaultTimeoutSeconds;
   // Data parallelism (chapter 06); used when a launcher started several ranks.
-  std::string backend = "auto";     // tcp | mpi | nccl | auto (nccl on GPUs, else tcp)
+  std::string backend = "auto";     // tcp | mpi | nccl | auto (nccl: a GPU per rank)
   bool sync_bn = false;             // BatchNorm2d -> SyncBatchNorm2d
   std::string grad_sync = "bucketed";  // bucketed | flat | per-parameter (GradientSync)
   bool broadcast_buffers = true;    // rank 0's BatchNorm statistics before each forward

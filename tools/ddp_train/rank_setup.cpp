@@ -16,14 +16,18 @@
 
 namespace ddp::train {
 
+int training_gpu(int local_rank, int visible_gpus) {
+  if (visible_gpus <= 0) return -1;
+  const int gpu = gpu_for_local_rank(local_rank, visible_gpus);
+  // More ranks on this node than GPUs: they share them, in turn. (--backend auto sees two
+  // ranks with one UUID and picks tcp: dist/backend_choice.hpp.)
+  return gpu >= 0 ? gpu : local_rank % visible_gpus;
+}
+
 Device resolve_device(const std::string& name, int local_rank) {
-  const int gpus = cuda::device_count();
   if (name == "auto" || name == "cuda") {
-    const int gpu = gpu_for_local_rank(local_rank, gpus);
+    const int gpu = training_gpu(local_rank, cuda::device_count());
     if (gpu >= 0) return Device::cuda(gpu);
-    // More ranks on this node than GPUs: they share them, in turn. (Every rank of a node
-    // sees the same GPUs, so either all of them get one or none does.)
-    if (gpus > 0) return Device::cuda(local_rank % gpus);
     DDP_CHECK(name == "auto", "--device cuda: no usable GPU on this node",
               cuda::is_built() ? "" : " (this build has no CUDA: configure with -DDDP_CUDA=ON)");
     return Device::cpu();
@@ -51,24 +55,18 @@ LaunchEnv discover_for_training() {
 }
 
 std::unique_ptr<WatchedGroup> join_process_group(const TrainOptions& options, const LaunchEnv& env,
-                                                 Device device) {
+                                                 Device device, BackendChoice& chosen) {
   if (env.world_size == 1) {  // alone: no group, no averaging
     defer_stop_signals();
     return nullptr;
   }
   InitOptions init;
-  init.backend = options.backend;
+  init.backend = options.backend;  // "auto" is decided there, by the GPUs' identities
+  init.device = device;
   init.timeout = std::chrono::seconds(options.timeout_s);
-  if (init.backend == "auto") {
-    // NCCL wants a GPU of its own per rank; ranks that share one (more ranks on a node
-    // than GPUs) stage their CUDA tensors through the tcp group instead. Decided per node:
-    // on a cluster whose nodes differ, name the backend (--backend).
-    const bool own_gpu = device.is_cuda() && cuda::device_count() >= env.local_world_size;
-    init.backend = own_gpu ? "nccl" : "tcp";
-  }
   WatchOptions watched;
   watched.timeout = init.timeout;  // the group's own deadline, and the watchdog's
-  std::unique_ptr<WatchedGroup> group = watch(init_process_group(init), watched);
+  std::unique_ptr<WatchedGroup> group = watch(init_process_group(init, chosen), watched);
   // The ranks have met: a stop signal now waits for a step's end (stop_request.hpp).
   defer_stop_signals();
   return group;

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "dist/backend_choice.hpp"
 #include "dist/launch_env.hpp"
 #include "dist/parallel/watchdog.hpp"
 #include "tensor/device.hpp"
@@ -15,16 +16,24 @@
 
 namespace ddp::train {
 
-// "auto" -> this rank's GPU when one is usable (cuda:<local rank>, as torchrun arranges),
-// else the CPU; "cuda" -> this rank's GPU.
+// "auto" -> this rank's GPU when one is usable (training_gpu), else the CPU; "cuda" ->
+// this rank's GPU.
 Device resolve_device(const std::string& name, int local_rank = 0);
 
+// The GPU index a rank trains on among the `visible_gpus` it sees: cuda:<local rank> (as
+// torchrun and srun --gpus-per-node arrange it), cuda:0 when it sees one (srun
+// --gpus-per-task=1), or, with more ranks on the node than GPUs, local_rank % visible_gpus:
+// they share them in turn. -1 when it sees none.
+int training_gpu(int local_rank, int visible_gpus);
+
 // The process group for this run: null when no launcher started several ranks (and none
-// started this one at all), else init_process_group with --backend ("auto": nccl for a
-// CUDA device, tcp otherwise), watched (chapter 08): every collective and store call has
-// --timeout as its deadline, and a hang ends with the ledger's diagnosis and exit code 4.
+// started this one at all), else init_process_group with --backend ("auto": nccl when
+// every rank trains on a GPU of its own, by the GPUs' UUIDs, else tcp), watched (chapter
+// 08): every collective and store call has --timeout as its deadline, and a hang ends with
+// the ledger's diagnosis and exit code 4. `chosen`: the backend and why, for the log.
 std::unique_ptr<WatchedGroup> join_process_group(const TrainOptions& options,
-                                                 const LaunchEnv& launch, Device device);
+                                                 const LaunchEnv& launch, Device device,
+                                                 BackendChoice& chosen);
 
 // The launcher's word (discover_launch_env), or one process in a SLURM batch script that
 // no srun started: there ddp-train trains alone, as chapter 04's job scripts run it, and

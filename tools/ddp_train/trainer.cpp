@@ -44,7 +44,7 @@ Trainer::Trainer(TrainOptions options)
     : options_(std::move(options)),
       launch_(discover_for_training()),
       device_(resolve_device(options_.device, launch_.local_rank)),
-      group_(join_process_group(options_, launch_, device_)),
+      group_(join_process_group(options_, launch_, device_, backend_choice_)),
       batch_size_(per_rank_batch(options_, world_size())),
       train_set_(MnistSplit::Train, data_folder(options_)),
       test_set_(MnistSplit::Test, data_folder(options_)),
@@ -340,10 +340,14 @@ std::string Trainer::describe_recipe() const {
       sync = detail::concat("reduce-scattered, parameters and optimizer state sharded in ",
                             fsdp_->num_units(), " units (fsdp)");
     }
-    // "tcp (emulated link 1 Gbit/s, 50 us)" when DDP_TCP_LINK slows the tcp group down.
+    // "tcp (emulated link 1 Gbit/s, 50 us)" when DDP_TCP_LINK slows the tcp group down;
+    // then how it was chosen: "auto: every rank has a GPU of its own", or "--backend tcp".
     const auto* tcp = dynamic_cast<const ProcessGroupTcp*>(&group_->inner());
-    ranks = detail::concat(world_size(), " ranks (", tcp ? tcp->description() : backend(),
-                           ", gradients ", sync, options_.sync_bn ? ", SyncBatchNorm" : "",
+    const std::string chosen = options_.backend == "auto"
+                                   ? "auto: " + backend_choice_.reason
+                                   : "--backend " + options_.backend;
+    ranks = detail::concat(world_size(), " ranks (", tcp ? tcp->description() : backend(), ", ",
+                           chosen, "; gradients ", sync, options_.sync_bn ? ", SyncBatchNorm" : "",
                            options_.broadcast_buffers ? "" : ", buffers not broadcast", ")");
   }
   const std::string threads = device_.is_cuda()

@@ -43,6 +43,7 @@
 #include "dist/parallel/fully_sharded_data_parallel.hpp"
 #include "dist/parallel/sharded_data_parallel.hpp"
 #include "dist/parallel/watchdog.hpp"
+#include "dist/backend_choice.hpp"
 #include "dist/launch_env.hpp"
 #include "dist/process_group.hpp"
 #include "nn/lr_schedule.hpp"
@@ -169,6 +170,7 @@ class Trainer {
   TrainOptions options_;
   LaunchEnv launch_;  // who started this process (discover_for_training)
   Device device_;
+  BackendChoice backend_choice_;  // the backend and why (join_process_group sets it: before group_)
   std::unique_ptr<WatchedGroup> group_;  // null: one process (watchdog.hpp: chapter 08)
   std::int64_t batch_size_;              // per rank
   MnistDataset train_set_;
