@@ -58,7 +58,7 @@ std::unique_ptr<WatchedGroup> join_process_group(const TrainOptions& options, co
   }
   InitOptions init;
   init.backend = options.backend;
-  init.timeout = std::chrono::seconds(options.timeout_s);
+  init.timeout = std::chrono::seconds(options.timeout_s);  // the group's deadline, for every wait
   if (init.backend == "auto") {
     // NCCL wants a GPU of its own per rank; ranks that share one (more ranks on a node
     // than GPUs) stage their CUDA tensors through the tcp group instead. Decided per node:
@@ -66,9 +66,7 @@ std::unique_ptr<WatchedGroup> join_process_group(const TrainOptions& options, co
     const bool own_gpu = device.is_cuda() && cuda::device_count() >= env.local_world_size;
     init.backend = own_gpu ? "nccl" : "tcp";
   }
-  WatchOptions watched;
-  watched.timeout = init.timeout;  // the group's own deadline, and the watchdog's
-  std::unique_ptr<WatchedGroup> group = watch(init_process_group(init), watched);
+  std::unique_ptr<WatchedGroup> group = watch(init_process_group(init));
   // The ranks have met: a stop signal now waits for a step's end (stop_request.hpp).
   defer_stop_signals();
   return group;
