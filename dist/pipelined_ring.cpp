@@ -397,7 +397,7 @@ class ProcessGroupTcp::RingStreams {
     group_.fail_peer(waiting_left, PeerFault::Silent, detail::concat(
         "did not ", waiting_left ? "send" : "take", " the remaining ",
         waiting_left ? to_receive() : to_send(), " bytes within the timeout of ",
-        group_.timeout_.count(), " ms (hung, or not in the same collective?)"));
+        group_.timeout().count(), " ms (hung, or not in the same collective?)"));
   }
 
   // Sleeps in poll() until a link is ready, kPollSlice at most; with an emulated link, in

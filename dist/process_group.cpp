@@ -25,7 +25,8 @@ const char* to_string(ReduceOp op) {
   return "?";
 }
 
-ProcessGroup::ProcessGroup(int rank, int size) : rank_(rank), size_(size), host_(host_name()) {}
+ProcessGroup::ProcessGroup(int rank, int size, std::chrono::milliseconds timeout)
+    : rank_(rank), size_(size), timeout_(timeout), host_(host_name()) {}
 
 std::string ProcessGroup::who() const {
   return rank_label(rank(), size(), backend_name() + ", " + host_);

@@ -1,7 +1,8 @@
 // ddp::ProcessGroup, the collectives every backend offers. Chapter 05 introduces it.
 //
 // A process group is `size()` processes, each knowing its `rank()`, that call the same
-// collectives in the same order. Every collective returns a Work at once; the data in
+// collectives in the same order, each within the group's `timeout()`. Every collective
+// returns a Work at once; the data in
 // the tensors may only be read after Work::wait() (or, by kernels queued after it,
 // Work::block_stream(): chapter 07). Backends: tcp (from scratch, a ring;
 // dist/process_group_tcp.hpp), mpi (Open MPI; dist/process_group_mpi.hpp) and nccl
@@ -28,7 +29,8 @@ const char* to_string(ReduceOp op);
 
 class ProcessGroup {
  public:
-  ProcessGroup(int rank, int size);
+  // `timeout`: the group's deadline, see timeout().
+  ProcessGroup(int rank, int size, std::chrono::milliseconds timeout);
   virtual ~ProcessGroup() = default;
   ProcessGroup(const ProcessGroup&) = delete;
   ProcessGroup& operator=(const ProcessGroup&) = delete;
@@ -36,6 +38,13 @@ class ProcessGroup {
   int rank() const { return rank_; }
   int size() const { return size_; }
   virtual std::string backend_name() const = 0;  // "tcp", "mpi", "nccl"
+
+  // The group's deadline, set once when it is made (InitOptions::timeout, ddp-train
+  // --timeout): how long one collective may take. Every Work this group returns waits
+  // this long in wait() and block_stream() when its caller names no other; the
+  // backend's set-up and destroy() are bounded by it too. Nothing above the group (DDP,
+  // the Reducer, SyncBatchNorm, the sharded wrappers, ddp-train) keeps a deadline of its own.
+  std::chrono::milliseconds timeout() const { return timeout_; }
 
   // Who is speaking, for every message about this rank (rank_label, base/who.hpp):
   // "rank 3/4 (tcp, node07)"; with the part that speaks, "Reducer on rank 3/4 (tcp,
@@ -111,6 +120,7 @@ class ProcessGroup {
  private:
   int rank_;
   int size_;
+  std::chrono::milliseconds timeout_;
   std::string host_;  // this host's name, for who()
 };
 

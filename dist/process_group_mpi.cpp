@@ -273,10 +273,7 @@ class ProcessGroupMpi final : public ProcessGroup {
   // MPI is initialised before the base class needs rank and size: see make().
   ProcessGroupMpi(std::unique_ptr<MpiRuntime> runtime, std::unique_ptr<MpiComm> comm,
                   int rank, int size, std::chrono::milliseconds timeout)
-      : ProcessGroup(rank, size),
-        runtime_(std::move(runtime)),
-        comm_(std::move(comm)),
-        timeout_(timeout) {
+      : ProcessGroup(rank, size, timeout), runtime_(std::move(runtime)), comm_(std::move(comm)) {
     thread_ = std::thread([this] { run(); });
   }
   ~ProcessGroupMpi() override { destroy(); }
@@ -364,8 +361,7 @@ class ProcessGroupMpi final : public ProcessGroup {
  private:
   std::unique_ptr<MpiOp> make_op(const std::string& what) {
     auto job = std::make_unique<MpiOp>();
-    job->work = std::make_shared<FutureWork>(
-        detail::concat(who(), ": ", what));
+    job->work = std::make_shared<FutureWork>(detail::concat(who(), ": ", what), timeout());
     return job;
   }
 
@@ -394,7 +390,6 @@ class ProcessGroupMpi final : public ProcessGroup {
   // is finalised. The thread is joined first, by hand, in the destructor.
   std::unique_ptr<MpiRuntime> runtime_;
   std::unique_ptr<MpiComm> comm_;
-  std::chrono::milliseconds timeout_;
 
   std::mutex mutex_;                          // guards queue_, stop_, broken_
   std::condition_variable wake_;              // queue_ got a job, or stop_ was set
@@ -446,7 +441,7 @@ void ProcessGroupMpi::run() {
           return true;
         }
         if (now < job->deadline) return false;
-        DDP_FAIL(job->work->description(), " did not finish within ", timeout_.count(),
+        DDP_FAIL(job->work->description(), " did not finish within ", timeout().count(),
                  " ms (the group's timeout)\nhint: a peer rank may have died or not called "
                  "the same collective; look at every rank's output");
       } catch (...) {
@@ -477,7 +472,7 @@ void ProcessGroupMpi::start(MpiOp& job) {
     job.send = detail::host_copy(job.input, job.ready);
     job.recv = job.in_place ? job.send : detail::host_buffer_like(job.output);
   }
-  job.deadline = deadline_after(timeout_);
+  job.deadline = deadline_after(timeout());
   auto bytes = [](const Tensor& t) {  // undefined (a barrier): nothing
     return t.defined() ? t.numel() * static_cast<std::int64_t>(element_size(t.dtype())) : 0;
   };

@@ -187,8 +187,9 @@ class NcclComm {
 class NcclWork final : public Work {
  public:
   NcclWork(std::shared_ptr<NcclComm> comm, std::string description, cuda::Event done,
-           std::vector<Tensor> tensors)
-      : comm_(std::move(comm)),
+           std::vector<Tensor> tensors, std::chrono::milliseconds timeout)
+      : Work(timeout),
+        comm_(std::move(comm)),
         description_(std::move(description)),
         done_(std::move(done)),
         tensors_(std::move(tensors)) {}
@@ -223,6 +224,7 @@ class NcclWork final : public Work {
   // Polls the event and the communicator's error until the deadline. Aborting on a
   // timeout is what makes the timeout safe: otherwise the collective would stay queued
   // on the GPU, and the next one would queue behind it and hang there too.
+  using Work::wait;
   void wait(std::chrono::milliseconds timeout) override {
     std::unique_lock lock(mutex_);
     cuda::DeviceGuard guard(comm_->device());  // as in is_completed
@@ -257,6 +259,7 @@ class NcclWork final : public Work {
   // the host only looks, without waiting, for a failure the communicator already knows.
   // The tensors can go once the compute stream is ordered after the collective: a block the
   // allocator hands out again is then used only by kernels queued behind that wait.
+  using Work::block_stream;
   void block_stream(std::chrono::milliseconds) override {
     std::lock_guard lock(mutex_);
     if (!finished_) poll_error_locked();
@@ -338,7 +341,7 @@ class ProcessGroupNccl final : public ProcessGroup {
  public:
   ProcessGroupNccl(std::shared_ptr<NcclComm> comm, std::shared_ptr<Store> store, int rank,
                    int size, int device, std::chrono::milliseconds timeout)
-      : ProcessGroup(rank, size), device_(device), timeout_(timeout), store_(std::move(store)),
+      : ProcessGroup(rank, size, timeout), device_(device), store_(std::move(store)),
         stream_(make_stream(device)), comm_(std::move(comm)) {}
   ~ProcessGroupNccl() override { destroy(); }
 
@@ -353,7 +356,7 @@ class ProcessGroupNccl final : public ProcessGroup {
     const bool healthy = !comm_->aborted();
     comm_->destroy();
     if (healthy) {
-      detail::leave_store(*store_, "nccl", rank(), size(), std::min(timeout_, kLeavePatience));
+      detail::leave_store(*store_, "nccl", rank(), size(), std::min(timeout(), kLeavePatience));
     }
   }
   void abort() noexcept override { comm_->abort(); }
@@ -456,7 +459,7 @@ class ProcessGroupNccl final : public ProcessGroup {
     // event below must be recorded after it, so wait (briefly) until it is queued.
     cuda::Event done;
     try {
-      comm_->settle(call, deadline_after(timeout_));
+      comm_->settle(call, deadline_after(timeout()));
     } catch (...) {
       // Aborted: whatever was queued stops, but the caller may free the tensors now, and
       // the compute stream must not reuse their memory before it has (as in ~NcclWork).
@@ -469,14 +472,13 @@ class ProcessGroupNccl final : public ProcessGroup {
     }
     done.record(stream_);
     return std::make_shared<NcclWork>(comm_, std::move(description), std::move(done),
-                                      std::move(tensors));
+                                      std::move(tensors), timeout());
   }
 
   // Teardown, in reverse declaration order: the communicator (Note [Communicator
   // teardown]; Works may keep it alive longer), then the stream. Destroying a stream
   // with work still queued is allowed: CUDA frees it once that work is done.
   int device_;
-  std::chrono::milliseconds timeout_;
   std::shared_ptr<Store> store_;  // the rendezvous's; rank 0 serves it (destroy())
   bool destroyed_ = false;
   Tensor barrier_buffer_;  // one float on device_, made by the first barrier()

@@ -27,9 +27,8 @@ namespace ddp {
 ProcessGroupTcp::ProcessGroupTcp(std::shared_ptr<Store> store, int rank, int size,
                                  std::chrono::milliseconds timeout, std::string prefix,
                                  std::optional<LinkEmulation> link)
-    : ProcessGroup(rank, size),
+    : ProcessGroup(rank, size, timeout),
       store_(std::move(store)),
-      timeout_(timeout),
       prefix_(std::move(prefix)),
       scratch_(kScratchBytes),
       link_(link ? std::make_unique<EmulatedLink>(*link) : nullptr) {
@@ -44,7 +43,7 @@ ProcessGroupTcp::ProcessGroupTcp(std::shared_ptr<Store> store, int rank, int siz
     DDP_CHECK(!(plain_ring_ && link_), "DDP_TCP_RING=plain cannot pace an emulated link "
               "(DDP_TCP_LINK): the pipelined ring does that");
   }
-  if (size > 1) connect_ring(deadline_after(timeout_));
+  if (size > 1) connect_ring(deadline_after(timeout));
   // Two processes claimed one rank (Note [Claiming a rank], tcp_store.cpp): the ring may
   // have connected with one of each. Say so now rather than at the first collective.
   if (store_->check({kStoreConflictKey})) {
@@ -67,7 +66,7 @@ std::string ProcessGroupTcp::description() const {
 
 std::shared_ptr<Work> ProcessGroupTcp::enqueue(std::string description,
                                                std::function<void()> run) {
-  auto work = std::make_shared<FutureWork>(who() + ": " + description);
+  auto work = std::make_shared<FutureWork>(who() + ": " + description, timeout());
   {
     std::lock_guard lock(mutex_);
     if (stop_) {  // destroy() has run: no thread is left to run it
@@ -105,7 +104,7 @@ void ProcessGroupTcp::communication_loop() {
       busy_ = true;
     }
     current_ = task.description;
-    current_deadline_ = deadline_after(timeout_);
+    current_deadline_ = deadline_after(timeout());
     ++sequence_;
     std::exception_ptr error;
     try {
@@ -162,7 +161,7 @@ void ProcessGroupTcp::destroy() {
   // Collectives cut short, or an abort, are no orderly end: the peers are failing too,
   // and nobody waits for them.
   if (orderly && broken_.empty() && !aborted_) {
-    detail::leave_store(*store_, prefix_, rank(), size(), std::min(timeout_, kLeavePatience));
+    detail::leave_store(*store_, prefix_, rank(), size(), std::min(timeout(), kLeavePatience));
   }
 }
 

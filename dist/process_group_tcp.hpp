@@ -189,7 +189,6 @@ class ProcessGroupTcp final : public ProcessGroup {
   std::string neighbour_name(bool left) const;
 
   std::shared_ptr<Store> store_;  // kept alive: the group reads failure reports from it
-  std::chrono::milliseconds timeout_;
   std::string prefix_;
   std::string address_;
   std::string left_address_;

@@ -70,10 +70,10 @@ void ProcessGroupTcp::connect_right(Clock::time_point deadline) {
   const int right_rank = neighbour(false);
   const std::string right_key = prefix_ + "/addr/" + std::to_string(right_rank);
   try {
-    right_address_ = store_->get(right_key, timeout_);
+    right_address_ = store_->get(right_key, timeout());
   } catch (const Error& e) {
     DDP_FAIL(who(), ": rank ", right_rank, " (our right neighbour) never published its ring "
-             "address (store key \"", right_key, "\") within ", timeout_.count(), " ms\n  (",
+             "address (store key \"", right_key, "\") within ", timeout().count(), " ms\n  (",
              e.what(), ")\nhint: did rank ", right_rank, " start, and with the same world size?");
   }
   const auto [right_host, right_port] = split_address(right_address_);
@@ -116,7 +116,7 @@ void ProcessGroupTcp::accept_left(const Socket& listener, Clock::time_point dead
   while (!left_.valid()) {
     Socket s = listener.accept(deadline);
     DDP_CHECK(s.valid(), who(), ": rank ", left_rank, " (our left neighbour) never connected to ",
-              address_, " within ", timeout_.count(), " ms\n",
+              address_, " within ", timeout().count(), " ms\n",
               "hint: did rank ", left_rank, " start? Is this address reachable from its host?");
     RingHello got = {};
     try {

@@ -25,7 +25,7 @@ void DistributedDataParallel::average_flattened(const std::vector<Tensor>& grads
   {
     std::optional<trace::Span> wait;  // chapter 07's timeline: all of it exposed
     if (trace::enabled()) wait.emplace("wait", "wait for the all-reduce");
-    group_.all_reduce(flat, ReduceOp::Sum)->wait(options_.timeout);
+    group_.all_reduce(flat, ReduceOp::Sum)->wait();
   }
   flat.mul_(1.0f / static_cast<float>(divisor_));  // 1/W outside a Join
   offset = 0;

@@ -39,11 +39,10 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   NoGradGuard no_grad;
   std::vector<Tensor> values;
   for (const auto& [name, p] : parameters_) values.push_back(p.data());
-  broadcast_coalesced(group_, values, /*root=*/0, options_.timeout);
+  broadcast_coalesced(group_, values, /*root=*/0);
   sync_buffers();
   if (options_.gradient_sync == GradientSync::Bucketed) {
     ReducerOptions reducer = options_.reducer;
-    reducer.timeout = options_.timeout;
     reducer_ = std::make_unique<Reducer>(parameters_, group_, reducer);
   }
 }
@@ -90,7 +89,7 @@ Reducer& DistributedDataParallel::reducer() const {
 void DistributedDataParallel::sync_buffers() { sync_buffers_from(/*root=*/0); }
 
 void DistributedDataParallel::sync_buffers_from(int root) {
-  broadcast_buffers(*module_, group_, root, options_.timeout);
+  broadcast_buffers(*module_, group_, root);
 }
 
 // ---- Gradients: the average over ranks -----------------------------------------------
@@ -136,7 +135,7 @@ void DistributedDataParallel::average_each_parameter(const std::vector<Tensor>& 
   {
     std::optional<trace::Span> wait;  // chapter 07's timeline: all of it exposed
     if (trace::enabled()) wait.emplace("wait", "wait for the all-reduces");
-    for (const auto& work : pending) work->wait(options_.timeout);
+    for (const auto& work : pending) work->wait();
   }
   const float inverse = 1.0f / static_cast<float>(divisor_);  // 1/W outside a Join
   for (Tensor g : grads) g.mul_(inverse);

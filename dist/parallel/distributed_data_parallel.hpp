@@ -48,11 +48,10 @@ struct DDPOptions {
   // call sync_buffers() before evaluating, for every rank to evaluate with rank 0's.
   bool broadcast_buffers = true;
   GradientSync gradient_sync = GradientSync::Bucketed;
-  // How long one collective may take before wait() gives up (Work::wait's timeout).
-  std::chrono::milliseconds timeout = kDefaultTimeout;
-  // For GradientSync::Bucketed: bucket caps, find_unused_parameters, rebuild. Its
-  // timeout is ignored: `timeout` above applies.
+  // For GradientSync::Bucketed: bucket caps, find_unused_parameters, rebuild.
   ReducerOptions reducer = {};
+  // No timeout here: every collective waits the group's deadline (ProcessGroup::timeout(),
+  // InitOptions::timeout), as every other wait on that group does.
 };
 
 class DistributedDataParallel : public Joinable {
@@ -108,11 +107,10 @@ class DistributedDataParallel : public Joinable {
 
   // ---- Chapter 08: the Joinable (joinable.hpp), in distributed_data_parallel_join.cpp ----
   // join_hook refuses a model with SyncBatchNorm2d; the device of the parameters, this
-  // group, options().timeout.
+  // group.
   std::unique_ptr<JoinHook> join_hook() override;
   Device join_device() const override;
   ProcessGroup& join_process_group() const override;
-  std::chrono::milliseconds join_timeout() const override;
 
  private:
   class DDPJoinHook;  // chapter 08: what a joined rank does (PyTorch's _DDPJoinHook)

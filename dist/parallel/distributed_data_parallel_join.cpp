@@ -51,7 +51,6 @@ Device DistributedDataParallel::join_device() const { return parameters_.front()
 
 ProcessGroup& DistributedDataParallel::join_process_group() const { return group_; }
 
-std::chrono::milliseconds DistributedDataParallel::join_timeout() const { return options_.timeout; }
 
 // ---- The hook: a joined rank's part ---------------------------------------------------
 
@@ -82,7 +81,7 @@ void DistributedDataParallel::DDPJoinHook::all_reduce_zero_gradients() {
   }
   std::vector<std::shared_ptr<Work>> pending;
   for (Tensor& z : zero_grads) pending.push_back(ddp_.group_.all_reduce(z, ReduceOp::Sum));
-  for (const auto& work : pending) work->wait(ddp_.options_.timeout);
+  for (const auto& work : pending) work->wait();
 }
 
 // The joined ranks skipped the optimizer steps of the iterations they shadowed: every rank
@@ -92,7 +91,7 @@ void DistributedDataParallel::DDPJoinHook::post_hook(int final_root) {
   NoGradGuard no_grad;
   std::vector<Tensor> values;
   for (const auto& [name, p] : ddp_.parameters_) values.push_back(p.data());
-  broadcast_coalesced(ddp_.group_, values, final_root, ddp_.options_.timeout);
+  broadcast_coalesced(ddp_.group_, values, final_root);
   ddp_.sync_buffers_from(final_root);
   if (reducer_hook_) reducer_hook_->post_hook(final_root);
 }

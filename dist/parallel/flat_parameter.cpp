@@ -76,13 +76,13 @@ void FlatParameter::copy_shard_gradients(Tensor& shard, const std::string& who) 
 }
 
 double clip_shard_gradients(const std::vector<Variable>& shards, double max_norm,
-                            ProcessGroup& group, std::chrono::milliseconds timeout) {
+                            ProcessGroup& group) {
   NoGradGuard no_grad;
   const double local = nn::grad_norm_squared(shards);
   // On the shards' device: NCCL all-reduces GPU memory only.
   Tensor total =
       from_data(std::vector<float>{static_cast<float>(local)}, {1}, shards.front().device());
-  group.all_reduce(total, ReduceOp::Sum)->wait(timeout);
+  group.all_reduce(total, ReduceOp::Sum)->wait();
   const double norm = std::sqrt(static_cast<double>(total.cpu().item<float>()));
   nn::scale_grads(shards, nn::clip_coefficient(norm, max_norm));
   return norm;

@@ -11,7 +11,6 @@
 // sees. The padding is zero and stays zero.
 #pragma once
 
-#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -59,6 +58,6 @@ class FlatParameter {
 // nn::clip_grad_norm's coefficient on every slice. Returns the global norm, as
 // nn::clip_grad_norm does on one rank.
 double clip_shard_gradients(const std::vector<Variable>& shards, double max_norm,
-                            ProcessGroup& group, std::chrono::milliseconds timeout);
+                            ProcessGroup& group);
 
 }  // namespace ddp

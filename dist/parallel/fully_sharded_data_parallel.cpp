@@ -42,7 +42,7 @@ FullyShardedDataParallel::FullyShardedDataParallel(
   }
   DDP_CHECK(!units_.empty(), who(), ": the model has no parameters");
   for (Unit& unit : units_) {
-    group_.broadcast(unit.flat.flat(), /*root=*/0)->wait(options_.timeout);  // rank 0's
+    group_.broadcast(unit.flat.flat(), /*root=*/0)->wait();  // rank 0's
     Tensor kept;  // this rank's slice outlives the full buffer
     {
       const memory::Scope parameters(memory::Category::Parameters);
@@ -53,7 +53,7 @@ FullyShardedDataParallel::FullyShardedDataParallel(
     shards_.push_back(unit.shard);
     unit.flat.flat().storage()->release();
   }
-  broadcast_buffers(*module_, group_, /*root=*/0, options_.timeout);
+  broadcast_buffers(*module_, group_, /*root=*/0);
   local_ = make(shards_);
   DDP_CHECK(local_ != nullptr, who(), ": the MakeOptimizer function returned no optimizer");
 
@@ -98,7 +98,7 @@ void FullyShardedDataParallel::wait_gathered(std::size_t u) {
   start_gather(u);
   if (unit.gather) {
     const TracedWait traced("gather", u);
-    unit.gather->wait(options_.timeout);
+    unit.gather->wait();
     unit.gather.reset();
   }
   unit.gathered = true;
@@ -117,7 +117,7 @@ void FullyShardedDataParallel::free_full(std::size_t u) {
 Variable FullyShardedDataParallel::forward(const Variable& x) {
   const bool trains = grad_enabled() && module_->is_training();
   if (options_.broadcast_buffers && trains) {
-    broadcast_buffers(*module_, group_, /*root=*/0, options_.timeout);
+    broadcast_buffers(*module_, group_, /*root=*/0);
   }
   if (grad_enabled()) {
     DDP_CHECK(!(expecting_backward_ && callback_queued_), who(),
@@ -171,7 +171,7 @@ void FullyShardedDataParallel::complete_reduce(std::size_t u) {
   Unit& unit = units_[u];
   {
     const TracedWait traced("reduce-scatter", u);
-    unit.reduce->wait(options_.timeout);
+    unit.reduce->wait();
   }
   unit.reduce.reset();
   unit.padded_gradients = Tensor();
@@ -195,7 +195,7 @@ void FullyShardedDataParallel::finish_backward() {
 // ---- The step -----------------------------------------------------------------------------
 
 double FullyShardedDataParallel::clip_grad_norm(double max_norm) {
-  return clip_shard_gradients(shards_, max_norm, group_, options_.timeout);
+  return clip_shard_gradients(shards_, max_norm, group_);
 }
 
 void FullyShardedDataParallel::step() {

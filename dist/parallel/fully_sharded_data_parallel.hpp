@@ -49,7 +49,7 @@ namespace ddp {
 struct FsdpOptions {
   bool broadcast_buffers = true;  // as DDPOptions
   bool prefetch = true;           // gather the next unit while this one computes
-  std::chrono::milliseconds timeout = kDefaultTimeout;  // for each collective's wait
+  // Each collective waits the group's deadline (ProcessGroup::timeout()).
 };
 
 class FullyShardedDataParallel {

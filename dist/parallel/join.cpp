@@ -94,7 +94,7 @@ JoinRound Join::count(bool training, bool syncs_gradients, bool broadcasts_buffe
   }
   // On the joinable's device: NCCL moves GPU memory only.
   Tensor shared = mine.to(joinable_.join_device());
-  group.all_reduce(shared, ReduceOp::Sum)->wait(joinable_.join_timeout());
+  group.all_reduce(shared, ReduceOp::Sum)->wait();
   const std::vector<std::int64_t> summed = shared.cpu().to_vector<std::int64_t>();
   const JoinRound round = read_join_round(summed, options_.divide_by_initial_world_size, who());
   if (round.training > 0) last_highest_ = round.highest;

@@ -86,7 +86,7 @@ class Join {
   // with zeros) until every rank has called finish(); then the hook's post_hook (DDP:
   // broadcasts the parameters and buffers from the highest rank among those that trained
   // in the last iteration, so every replica ends equal). Unregisters: later forwards are
-  // plain DDP. Every wait has the joinable's timeout; ddp::Error on failure.
+  // plain DDP. Every wait is the group's deadline; ddp::Error on failure.
   void finish();
 
   // PyTorch's Join.notify_join_context: a joinable calls it at the start of each of its

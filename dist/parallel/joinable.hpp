@@ -10,7 +10,6 @@
 //                    // hook.post_hook(final_root)
 #pragma once
 
-#include <chrono>
 #include <memory>
 
 #include "tensor/device.hpp"
@@ -50,12 +49,11 @@ class Joinable {
   // Join's constructor asks for the hook of that Join. May refuse with ddp::Error an
   // object whose collectives a joined rank cannot shadow (DDP: a model with SyncBatchNorm2d).
   virtual std::unique_ptr<JoinHook> join_hook() = 0;
-  // Where the join count lives (NCCL moves GPU memory only), the group it is all-reduced
-  // in (PyTorch's name; not the trainer's join_process_group, which joins one), and how
-  // long it may wait (ours: PyTorch's count waits with the group's default timeout).
+  // Where the join count lives (NCCL moves GPU memory only) and the group it is
+  // all-reduced in (PyTorch's name; not the trainer's join_process_group, which joins
+  // one). The count waits that group's deadline, as in PyTorch.
   virtual Device join_device() const = 0;
   virtual ProcessGroup& join_process_group() const = 0;
-  virtual std::chrono::milliseconds join_timeout() const = 0;
 
  protected:
   Joinable() = default;

@@ -303,13 +303,13 @@ void Reducer::reduce_buckets() {
       // Taken out of the bucket before the wait: if the wait throws, wait_for_launched (on
       // the way out) must not wait for this collective again, a second timeout.
       const std::shared_ptr<Work> work = std::exchange(bucket.work, nullptr);
-      work->block_stream(options_.timeout);
+      work->block_stream();
     }
     hook_.finish(group_, bucket.flat);
     apply_divisor(bucket.flat);
   }
   if (used_work) {
-    used_work->wait(options_.timeout);
+    used_work->wait();
     const std::vector<std::int64_t> users = used.to_vector<std::int64_t>();
     // Used nowhere, and no gradient before (only the zeros the Reducer put there): leave
     // it without one, as PyTorch does, so that the optimizer skips it (weight decay and
@@ -326,7 +326,7 @@ void Reducer::wait_for_launched() {
   for (Bucket& bucket : buckets_) {
     if (!bucket.work) continue;
     try {
-      bucket.work->wait(options_.timeout);
+      bucket.work->wait();
     } catch (...) {  // the error being reported says more than this one
     }
     bucket.work = nullptr;
@@ -382,7 +382,7 @@ void Reducer::rebuild_from_arrival_order() {
   }
   // On the parameters' device: NCCL moves GPU memory only.
   Tensor shared = order.to(parameters_[0].second.device());
-  group_.broadcast(shared, /*root=*/0)->wait(options_.timeout);
+  group_.broadcast(shared, /*root=*/0)->wait();
   order = shared.cpu();
   data = order.data<std::int64_t>();
   std::vector<std::size_t> agreed;

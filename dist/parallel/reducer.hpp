@@ -76,7 +76,7 @@ struct ReducerOptions {
   bool find_unused_parameters = false;
   // After the first step, regroup the buckets in the order the gradients really came.
   bool rebuild_buckets = true;
-  std::chrono::milliseconds timeout = kDefaultTimeout;
+  // Every wait is the group's deadline (ProcessGroup::timeout()): no timeout of its own.
 };
 
 class Reducer {

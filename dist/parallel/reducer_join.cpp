@@ -60,7 +60,7 @@ void Reducer::ReducerJoinHook::main_hook(const JoinRound& round) {
       works.push_back(r.group_.all_reduce(used, ReduceOp::Sum));
     }
     for (std::size_t k = 0; k < works.size(); ++k) {
-      works[k]->wait(r.options_.timeout);
+      works[k]->wait();
       if (k < zero_buckets.size()) r.hook_.finish(r.group_, zero_buckets[k]);  // result unused
     }
   } catch (...) {

@@ -42,9 +42,9 @@ ShardedDataParallel::ShardedDataParallel(std::shared_ptr<nn::Module> module,
     for (std::size_t i : members) bucket.push_back(parameters[i]);
     buckets_.emplace_back(std::move(bucket), group_.rank(), group_.size());
     // rank 0's values everywhere: one broadcast of the whole flat buffer
-    group_.broadcast(buckets_.back().flat(), /*root=*/0)->wait(options_.timeout);
+    group_.broadcast(buckets_.back().flat(), /*root=*/0)->wait();
   }
-  broadcast_buffers(*module_, group_, /*root=*/0, options_.timeout);
+  broadcast_buffers(*module_, group_, /*root=*/0);
 
   // Per bucket: this rank's slice, with a gradient of its own (the averaged shard).
   for (const FlatParameter& bucket : buckets_) {
@@ -81,7 +81,7 @@ std::string ShardedDataParallel::who() const {
 Variable ShardedDataParallel::forward(const Variable& x) {
   const bool trains = grad_enabled() && module_->is_training();
   if (options_.broadcast_buffers && trains) {
-    broadcast_buffers(*module_, group_, /*root=*/0, options_.timeout);
+    broadcast_buffers(*module_, group_, /*root=*/0);
   }
   Variable output = (*module_)(x);
   if (grad_enabled()) {
@@ -132,7 +132,7 @@ void ShardedDataParallel::launch(std::size_t b) {
 void ShardedDataParallel::complete(std::size_t b) {
   {
     const TracedWait traced("reduce-scatter", b);
-    works_[b]->wait(options_.timeout);
+    works_[b]->wait();
   }
   works_[b].reset();
   in_flight_[b] = Tensor();
@@ -154,7 +154,7 @@ void ShardedDataParallel::finish_backward() {
 // ---- The step -----------------------------------------------------------------------------
 
 double ShardedDataParallel::clip_grad_norm(double max_norm) {
-  return clip_shard_gradients(shards_, max_norm, group_, options_.timeout);
+  return clip_shard_gradients(shards_, max_norm, group_);
 }
 
 void ShardedDataParallel::step() {
@@ -171,7 +171,7 @@ void ShardedDataParallel::step() {
   }
   for (std::size_t b = 0; b < gathers.size(); ++b) {
     const TracedWait traced("gather", b);
-    gathers[b]->wait(options_.timeout);
+    gathers[b]->wait();
   }
 }
 

@@ -43,8 +43,8 @@ namespace ddp {
 struct ShardedOptions {
   std::int64_t bucket_cap_bytes = 25 * kMiB;  // as ReducerOptions
   std::int64_t first_bucket_bytes = 1 * kMiB;
-  bool broadcast_buffers = true;                      // as DDPOptions
-  std::chrono::milliseconds timeout = kDefaultTimeout;  // for each collective's wait
+  bool broadcast_buffers = true;  // as DDPOptions
+  // Each collective waits the group's deadline (ProcessGroup::timeout()).
 };
 
 class ShardedDataParallel {

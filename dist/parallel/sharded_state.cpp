@@ -79,7 +79,7 @@ void sort_by_parameter(nn::StateDict& full) {
 nn::StateDict consolidate_optimizer_state(const nn::Optimizer& local,
                                           const std::vector<const FlatParameter*>& flats,
                                           const std::vector<Variable>& parameters,
-                                          ProcessGroup& group, std::chrono::milliseconds timeout) {
+                                          ProcessGroup& group) {
   NoGradGuard no_grad;
   nn::StateDict full;
   for (const auto& [name, tensor] : local.state_dict()) {
@@ -92,7 +92,7 @@ nn::StateDict consolidate_optimizer_state(const nn::Optimizer& local,
       continue;
     }
     Tensor padded = empty({flat.layout().padded_numel()}, {.device = tensor.device()});
-    group.all_gather(padded, tensor.contiguous())->wait(timeout);
+    group.all_gather(padded, tensor.contiguous())->wait();
     unflatten_optimizer_entry(kind, padded, places_of(flat, parameters), full);
   }
   sort_by_parameter(full);

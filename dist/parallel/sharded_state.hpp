@@ -14,7 +14,6 @@
 // and sort_by_parameter, so that both forms of a checkpoint hold the same bits.
 #pragma once
 
-#include <chrono>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -61,7 +60,7 @@ void sort_by_parameter(nn::StateDict& full);
 nn::StateDict consolidate_optimizer_state(const nn::Optimizer& local,
                                           const std::vector<const FlatParameter*>& flats,
                                           const std::vector<Variable>& parameters,
-                                          ProcessGroup& group, std::chrono::milliseconds timeout);
+                                          ProcessGroup& group);
 
 // This rank's slices of `full` (consolidated), named as the local optimizer names them:
 // load them with local.load_state_dict. `source` names `full` in the messages.

@@ -193,11 +193,13 @@ class WatchedWork final : public Work {
  public:
   WatchedWork(std::shared_ptr<Work> inner, std::shared_ptr<WatchedGroup::State> state,
               std::uint64_t seq)
-      : inner_(std::move(inner)), state_(std::move(state)), seq_(seq) {}
+      : Work(inner->timeout()), inner_(std::move(inner)), state_(std::move(state)), seq_(seq) {}
 
   bool is_completed() override { return inner_->is_completed(); }
   std::exception_ptr exception() override { return inner_->exception(); }
 
+  using Work::wait;
+  using Work::block_stream;
   void wait(std::chrono::milliseconds timeout) override {
     try {
       inner_->wait(timeout);
@@ -230,7 +232,8 @@ class WatchedWork final : public Work {
 // ==== Construction and the collectives ====================================================
 
 WatchedGroup::WatchedGroup(std::unique_ptr<ProcessGroup> inner, WatchOptions options)
-    : ProcessGroup(inner ? inner->rank() : 0, inner ? inner->size() : 1),
+    : ProcessGroup(inner ? inner->rank() : 0, inner ? inner->size() : 1,
+                   inner ? inner->timeout() : std::chrono::milliseconds(0)),
       inner_(std::move(inner)),
       options_(std::move(options)),
       state_(std::make_shared<State>()) {
@@ -251,7 +254,7 @@ WatchedGroup::WatchedGroup(std::unique_ptr<ProcessGroup> inner, WatchOptions opt
     store_->set(state_->key("process", rank()), process_label(state_->host, state_->pid));
     // Rank 0 serves the store: the one process every rank must be able to name when the
     // store goes (the others are named by the ledgers, or by the group's own errors).
-    state_->rank0_process = store_->get(state_->key("process", 0), options_.timeout);
+    state_->rank0_process = store_->get(state_->key("process", 0), timeout());
   }
   thread_ = std::thread([this] { watch_loop(); });
 }
@@ -259,7 +262,7 @@ WatchedGroup::WatchedGroup(std::unique_ptr<ProcessGroup> inner, WatchOptions opt
 std::shared_ptr<Work> WatchedGroup::track(std::uint64_t seq, std::shared_ptr<Work> work) {
   {
     std::lock_guard lock(mutex_);
-    in_flight_.push_back({seq, work, Clock::now() + options_.timeout});
+    in_flight_.push_back({seq, work, Clock::now() + timeout()});
   }
   return std::make_shared<WatchedWork>(std::move(work), state_, seq);
 }
@@ -279,7 +282,7 @@ void WatchedGroup::check_call(std::uint64_t seq) {
   Tensor mine = from_data(std::span<const std::int64_t>(mine_values), {4});
   Tensor all = empty({4 * size()}, {DType::Int64});
   try {
-    inner_->all_gather(all, mine)->wait(options_.timeout);
+    inner_->all_gather(all, mine)->wait();
   } catch (const std::exception& ex) {
     fail(detail::concat("the call check of ", describe(*e), " failed: ", ex.what()),
          kExitWatchdog);
@@ -399,7 +402,7 @@ void WatchedGroup::watch_loop() {
           const auto e = state_->ledger.entry(f.seq);
           verdict = {detail::concat(e ? describe(*e) : "a collective",
                                     " did not finish within the timeout of ",
-                                    options_.timeout.count(), " ms"),
+                                    timeout().count(), " ms"),
                      kExitWatchdog};
         }
         break;

@@ -1,9 +1,9 @@
 // ddp::WatchedGroup, a process group that keeps a ledger of its collectives and a
-// watchdog over them: a hang ends, within the timeout and a few seconds, with one
+// watchdog over them: a hang ends, within the group's timeout and a few seconds, with one
 // diagnosis naming the rank and the collective at fault. Chapter 08.
 //
-//   std::unique_ptr<ddp::ProcessGroup> group =
-//       ddp::watch(ddp::init_process_group(init), {.timeout = std::chrono::seconds(60)});
+//   init.timeout = std::chrono::seconds(60);  // the group's deadline, and the watchdog's
+//   std::unique_ptr<ddp::ProcessGroup> group = ddp::watch(ddp::init_process_group(init));
 //   { ddp::ledger::Label step("step 17"); group->all_reduce(t)->wait(); }
 //   group->barrier()->wait();
 //   group->destroy();
@@ -29,11 +29,11 @@
 
 namespace ddp {
 
+// The deadline is not an option: a WatchedGroup's timeout() is the wrapped group's
+// (InitOptions::timeout). A collective still in flight that long after it was called has
+// hung; the watchdog and the wrapped group's own wait see the same deadline, and whichever
+// notices first, the failure takes the one path of Note [Failing once].
 struct WatchOptions {
-  // A collective still in flight this long after it was called has hung. The wrapped
-  // group's own timeout (InitOptions::timeout) should be the same: whichever expires
-  // first, the failure takes the one path of Note [Failing once].
-  std::chrono::milliseconds timeout{kDefaultTimeout};
   // Where the ranks' ledgers meet; null: the wrapped group's store() (none for mpi:
   // each rank then prints its own ledger, and no diagnosis compares them).
   std::shared_ptr<Store> store;

@@ -11,11 +11,9 @@
 namespace ddp {
 
 ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<Variable> parameters,
-                                                 ProcessGroup& group, const MakeOptimizer& make,
-                                                 std::chrono::milliseconds timeout)
+                                                 ProcessGroup& group, const MakeOptimizer& make)
     : parameters_(std::move(parameters)),
       group_(group),
-      timeout_(timeout),
       flat_(parameters_, group.rank(), group.size()) {
   const Tensor slice = flat_.shard();
   shard_ = Variable(slice, /*requires_grad=*/true);
@@ -39,7 +37,7 @@ void ZeroRedundancyOptimizer::step() {
   trace_shard_event("gather", 0);
   auto gather = group_.all_gather(flat_.flat(), send_);  // 3. every slice, everywhere
   const TracedWait traced("gather", 0);
-  gather->wait(timeout_);
+  gather->wait();
 }
 
 void ZeroRedundancyOptimizer::zero_grad() {

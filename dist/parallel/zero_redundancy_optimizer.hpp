@@ -49,11 +49,10 @@ class ZeroRedundancyOptimizer final : public nn::Optimizer {
       std::function<std::unique_ptr<nn::Optimizer>(std::vector<Variable> shard)>;
 
   // `parameters`: float32, all on one device, the same list in the same order on every
-  // rank (a model's parameters(), after DDP has made them equal). `timeout`: how long the
-  // all-gather of a step may take.
+  // rank (a model's parameters(), after DDP has made them equal). The all-gather of a
+  // step waits the group's deadline (ProcessGroup::timeout()).
   ZeroRedundancyOptimizer(std::vector<Variable> parameters, ProcessGroup& group,
-                          const MakeOptimizer& make,
-                          std::chrono::milliseconds timeout = kDefaultTimeout);
+                          const MakeOptimizer& make);
 
   std::string name() const override { return local_->name(); }
   void step() override;
@@ -78,7 +77,6 @@ class ZeroRedundancyOptimizer final : public nn::Optimizer {
 
   std::vector<Variable> parameters_;
   ProcessGroup& group_;
-  std::chrono::milliseconds timeout_;
   FlatParameter flat_;   // every parameter, one after another, then the padding
   Variable shard_;       // this rank's slice of the flat buffer, with its gradient
   Tensor send_;          // the all-gather's input: a copy of the updated slice

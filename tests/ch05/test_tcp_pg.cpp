@@ -682,7 +682,7 @@ TEST_CASE("tcp group through a FileStore explains a loopback address from anothe
 
 TEST_CASE("a Work waited on with milliseconds::max() waits until it is done", "[ch05][tcp]") {
   // wait_for(max()) overflowed and threw "did not finish within ..." at once.
-  ddp::FutureWork work("test work");
+  ddp::FutureWork work("test work", 10s);
   std::thread finisher([&] {
     std::this_thread::sleep_for(50ms);
     work.finish();
@@ -696,7 +696,7 @@ TEST_CASE("block_stream of a Work finished on the host is wait, timeout included
           "[ch05][tcp]") {
   // tcp and mpi finish collectives on a host thread: there is no event to hand the GPU,
   // so chapter 07's Reducer, which ends backward with block_stream, must wait there.
-  ddp::FutureWork slow("test work");
+  ddp::FutureWork slow("test work", 10s);
   CHECK_THROWS_WITH(slow.block_stream(50ms),
                     Catch::Contains("test work did not finish within 50 ms"));
   std::thread finisher([&] {
@@ -707,7 +707,7 @@ TEST_CASE("block_stream of a Work finished on the host is wait, timeout included
   CHECK(slow.is_completed());
   finisher.join();
 
-  ddp::FutureWork failed("failed work");
+  ddp::FutureWork failed("failed work", 10s);
   failed.fail(std::make_exception_ptr(ddp::Error("the ring broke")));
   CHECK_THROWS_WITH(failed.block_stream(10s), Catch::Contains("the ring broke"));
 }

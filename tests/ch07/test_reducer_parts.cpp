@@ -237,7 +237,9 @@ TEST_CASE("each bucket is launched once its last gradient is ready, in bucket or
 // A collective that will never finish: each wait is counted, and ends as a timeout does.
 class NeverFinishes final : public Work {
  public:
+  explicit NeverFinishes(std::chrono::milliseconds timeout) : Work(timeout) {}
   bool is_completed() override { return false; }
+  using Work::wait;
   void wait(std::chrono::milliseconds timeout) override {
     ++waits;
     DDP_FAIL("all_reduce (planted) did not finish within ", timeout.count(), " ms");
@@ -255,7 +257,7 @@ TEST_CASE("a bucket whose collective failed is waited for once", "[reducer]") {
   ReducerOptions options;
   options.rebuild_buckets = false;
   Reducer reducer(params, *group, options);
-  const auto stuck = std::make_shared<NeverFinishes>();
+  const auto stuck = std::make_shared<NeverFinishes>(group->timeout());
   CommHook hook = allreduce_hook();
   hook.launch = [&](ProcessGroup&, Tensor&) -> std::shared_ptr<Work> { return stuck; };
   reducer.set_comm_hook(hook);

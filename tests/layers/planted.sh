@@ -72,6 +72,20 @@ long_function 121 "// Kept whole: one table, read top to bottom" > "$tmp/fl/dist
 expect 0 "" "a function of 121 lines with a reason passes" \
   bash "$here/function_lengths.sh" "$tmp/fl" dist
 
+# ---- group_deadline.sh: the 300 s default where a group is made passes; a wait on it,
+# or a DDP option defaulting to it, fails ------------------------------------------------
+mkdir -p "$tmp/gd/dist/parallel" "$tmp/gd/tools"
+echo '  std::chrono::milliseconds timeout = kDefaultTimeout;  // InitOptions' > "$tmp/gd/dist/init.hpp"
+echo '  group.all_reduce(t)->wait();  // not kDefaultTimeout: the group'"'"'s' > "$tmp/gd/dist/parallel/a.cpp"
+expect 0 "only where a group or a store is made" "a clean tree passes" \
+  bash "$here/group_deadline.sh" "$tmp/gd"
+echo '  work->block_stream(kDefaultTimeout);' >> "$tmp/gd/dist/parallel/a.cpp"
+expect 1 "dist/parallel/a.cpp:2: a wait passes kDefaultTimeout" \
+  "the Reducer's wait on the old default fails" bash "$here/group_deadline.sh" "$tmp/gd"
+echo '  std::chrono::milliseconds timeout = kDefaultTimeout;' > "$tmp/gd/dist/parallel/a.cpp"
+expect 1 "dist/parallel/a.cpp:1: names kDefaultTimeout" \
+  "a DDP option defaulting to it fails" bash "$here/group_deadline.sh" "$tmp/gd"
+
 if [[ $failures -gt 0 ]]; then
   echo "$failures planted check(s) did not behave"
   exit 1

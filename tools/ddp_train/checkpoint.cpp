@@ -245,8 +245,7 @@ void Trainer::save_checkpoint(const std::string& path) {
   // rank (sharded_state.hpp), and FSDP's parameters gathered whole, for rank 0 to write.
   const nn::StateDict state =
       flats.empty() ? optimizer().state_dict()
-                    : consolidate_optimizer_state(optimizer(), flats, model_->parameters(),
-                                                  *group_, std::chrono::seconds(options_.timeout_s));
+                    : consolidate_optimizer_state(optimizer(), flats, model_->parameters(), *group_);
   std::optional<FullyShardedDataParallel::SummonFullParameters> whole;
   if (fsdp_) whole.emplace(*fsdp_);
   together("writing the checkpoint", [&] { write_checkpoint(path, all, state); });

@@ -22,7 +22,7 @@ Evaluation Trainer::evaluate() {
   // saves (with --no-broadcast-buffers each rank keeps its own, as asked).
   if (ddp_ && options_.broadcast_buffers) ddp_->sync_buffers();
   if ((zero2_ || fsdp_) && options_.broadcast_buffers) {
-    broadcast_buffers(*model_, *group_, /*root=*/0, std::chrono::seconds(options_.timeout_s));
+    broadcast_buffers(*model_, *group_, /*root=*/0);
   }
   model_->eval();
   NoGradGuard no_grad;

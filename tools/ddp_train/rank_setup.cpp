@@ -63,10 +63,8 @@ std::unique_ptr<WatchedGroup> join_process_group(const TrainOptions& options, co
   InitOptions init;
   init.backend = options.backend;  // "auto" is decided there, by the GPUs' identities
   init.device = device;
-  init.timeout = std::chrono::seconds(options.timeout_s);
-  WatchOptions watched;
-  watched.timeout = init.timeout;  // the group's own deadline, and the watchdog's
-  std::unique_ptr<WatchedGroup> group = watch(init_process_group(init, chosen), watched);
+  init.timeout = std::chrono::seconds(options.timeout_s);  // the group's deadline, for every wait
+  std::unique_ptr<WatchedGroup> group = watch(init_process_group(init, chosen));
   // The ranks have met: a stop signal now waits for a step's end (stop_request.hpp).
   defer_stop_signals();
   return group;

@@ -32,7 +32,6 @@ std::unique_ptr<nn::Optimizer> Trainer::new_optimizer(std::vector<Variable> para
 }
 
 void Trainer::make_optimizer() {
-  const std::chrono::milliseconds timeout = std::chrono::seconds(options_.timeout_s);
   const auto make = [this](std::vector<Variable> shards) { return new_optimizer(std::move(shards)); };
   if (options_.shard != "none" && !group_) {
     std::printf("--shard %s: one process, nothing to shard over: training unsharded%s\n",
@@ -44,16 +43,15 @@ void Trainer::make_optimizer() {
   if (!group_ || options_.shard == "none") {
     optimizer_ = new_optimizer(model_->parameters());
   } else if (options_.shard == "zero1") {
-    optimizer_ = std::make_unique<ZeroRedundancyOptimizer>(model_->parameters(), *group_, make,
-                                                           timeout);
+    optimizer_ = std::make_unique<ZeroRedundancyOptimizer>(model_->parameters(), *group_, make);
   } else if (options_.shard == "zero2") {
     zero2_ = std::make_unique<ShardedDataParallel>(
         model_, *group_, make,
-        ShardedOptions{.broadcast_buffers = options_.broadcast_buffers, .timeout = timeout});
+        ShardedOptions{.broadcast_buffers = options_.broadcast_buffers});
   } else {
     fsdp_ = std::make_unique<FullyShardedDataParallel>(
         model_, *group_, make,
-        FsdpOptions{.broadcast_buffers = options_.broadcast_buffers, .timeout = timeout});
+        FsdpOptions{.broadcast_buffers = options_.broadcast_buffers});
   }
 }
 

@@ -89,9 +89,8 @@ void run(const Options& o) {
   ddp::InitOptions init;
   init.backend = o.backend;
   init.timeout = std::chrono::seconds(o.timeout_s);
-  ddp::WatchOptions watch;
-  watch.timeout = init.timeout;  // the same deadline as the group's (Note [Failing once])
-  std::unique_ptr<ddp::WatchedGroup> group = ddp::watch(ddp::init_process_group(init), watch);
+  // The watchdog's deadline is the group's, init.timeout (Note [Failing once]).
+  std::unique_ptr<ddp::WatchedGroup> group = ddp::watch(ddp::init_process_group(init));
   const int rank = group->rank();
   const bool me = rank == o.rank;
 

@@ -317,8 +317,7 @@ int run_no_join(const Args& args, ProcessGroup& group) {
   const int rank = group.rank();
   Generator gen(kSeed);
   auto model = std::make_shared<Small>(gen);
-  DistributedDataParallel ddp(model, group,
-                              DDPOptions{.timeout = std::chrono::seconds(args.timeout_s)});
+  DistributedDataParallel ddp(model, group);  // waits the group's --timeout
   nn::SGD sgd = make_sgd(*model);
   for (int i = 0; i < args.batches[rank]; ++i) {
     sgd.zero_grad();
@@ -360,7 +359,7 @@ int main(int argc, char** argv) {
     } else {
       DDP_FAIL("ch08_join: --scenario join|no-sync|no-join, got ", args.scenario);
     }
-    group->barrier()->wait(std::chrono::seconds(args.timeout_s));
+    group->barrier()->wait();
     if (failures == 0 && rank == 0)
       std::printf("PASS: %s on %d ranks\n", args.scenario.c_str(), world);
     return failures == 0 ? 0 : 3;

@@ -28,6 +28,9 @@
 #                    process is left
 #   kill9            rank 1 killed (-9), no restarts, ddp-train --timeout 10: ddprun exits
 #                    non-zero within timeout + 5 s, no process is left
+#   timeout          rank 1 paused (SIGSTOP) mid-training, ddp-train --timeout 3: rank 0's
+#                    watchdog gives up after the group's 3 s (not a 300 s default of the DDP
+#                    layer: issue 28), naming 3000 ms; ddprun exits 4; no process is left
 #   start-up         a stop signal while a rank waits in the rendezvous for a rank that
 #                    never comes (rank 0 serving the store, rank 1 dialling it): the rank
 #                    exits 75 at once, saying it stopped before the first step, instead of
@@ -363,6 +366,27 @@ kill9)
     { cat $log; failk other "rank 0 did not fail naming rank 1 and its pid $victim"; }
   no_orphans $pids
   echo "ok: rank 1 killed, ddprun exited $rc after $((SECONDS - killed_at)) s, nothing left"
+  ;;
+
+timeout)
+  log=job
+  start $log --nproc-per-node 2 "$bin" "${flags[@]}" --epochs 50 --timeout 3
+  wait_for 60 in_epoch 2 || { cat $log.raw; failk other "training did not reach epoch 2"; }
+  pids=$(pgrep -P "$job")
+  victim=$(rank_pid 1) || failk other "rank 1 had already exited"
+  stopped_at=$(date +%s%N)
+  kill -STOP "$victim"
+  finish $log 20  # --timeout 3, the ledger's gather (3 s) and ddprun's grace
+  ms=$((($(date +%s%N) - stopped_at) / 1000000))
+  kill -CONT "$victim" 2>/dev/null
+  ((rc == 4)) || { cat $log; failk other "ddprun exited $rc, expected 4 (the watchdog's)"; }
+  line=$(grep -m1 '^ddp watchdog: rank 0/2' $log) ||
+    { cat $log; failk other "rank 0's watchdog said nothing"; }
+  [[ $line == *"3000 ms"* ]] ||
+    { cat $log; failk other "rank 0 did not give up after --timeout's 3000 ms: $line"; }
+  ((ms >= 3000)) || { cat $log; failk other "the job ended after $ms ms, before --timeout 3"; }
+  no_orphans $pids
+  echo "ok: rank 1 paused, rank 0 gave up after --timeout's 3000 ms; ddprun exited 4 after $ms ms"
   ;;
 
 start-up)

@@ -38,9 +38,7 @@ void run(const std::string& backend, const std::string& end) {
   init.timeout = std::chrono::seconds(20);
   std::unique_ptr<ddp::ProcessGroup> group = ddp::init_process_group(init);
   if (end == "watched") {
-    ddp::WatchOptions options;
-    options.timeout = init.timeout;
-    group = ddp::watch(std::move(group), options);
+    group = ddp::watch(std::move(group));
   }
   const int rank = group->rank();
   const int w = group->size();
