@@ -5,7 +5,8 @@
 // network does not need the average until the optimizer step. So the Reducer
 //   1. groups the parameters into buckets, in the order backward produces their
 //      gradients (reverse registration order; after the first step, the order measured),
-//      each bucket one flat buffer of at most `bucket_cap_bytes`;
+//      each bucket one flat buffer, closed once it holds at least its cap
+//      (`first_bucket_bytes`, then `bucket_cap_bytes`: see assign_buckets);
 //   2. makes every parameter's .grad a view into its bucket's buffer, so that backward
 //      writes the gradient straight where the all-reduce reads it (no copy in or out);
 //   3. hooks every parameter (a grad-ready hook, chapter 03): when the last gradient of
@@ -107,6 +108,7 @@ class Reducer {
   // The assignment: the parameter indices of each bucket, in launch order.
   std::vector<std::vector<std::size_t>> bucket_assignment() const;
   int rebuilds() const { return rebuilds_; }  // 0 or 1
+  const ReducerOptions& options() const { return options_; }
   // On the timeline (chapter 07): each launch is recorded as an instant "bucket b: launch"
   // of category "reducer" on the thread that ran backward. This row draws them under that
   // thread's row in trace::render_text, each as the last digit of b:

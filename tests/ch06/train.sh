@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Chapter 06, ddp-train on several ranks, as a user runs it (ddprun, mpirun, by hand).
 #   train.sh <scenario> <ddp-train> <ddprun> <mpirun> <ch06_equivalence> <data> <scratch>
+#            [<ch08_checkpoint_entry>]
 # Scenarios:
 #   deterministic  2 ranks twice: the same log lines and byte-identical checkpoints; only
 #                  rank 0 prints and writes --metrics; ddprun and mpirun (tcp backend)
@@ -10,12 +11,26 @@
 #                  checkpoint resumes on 4 ranks too (same global batch, chapter 08)
 #   bad-input      ranks whose data differ, ranks that disagree on the world size, a
 #                  global batch that does not split: every rank exits non-zero, naming it
+#   sync-bn        --sync-bn: after one step rank 0's running statistics are the global
+#                  batch's (one process on the same 32 images, within 1e-5; rank 0's own 16
+#                  give others, checked to differ); every rank holds the same ones (with
+#                  --no-broadcast-buffers, where each rank evaluates its half of the test
+#                  set with its own, the epochs print exactly what they print with the
+#                  broadcast); evaluation through SyncBatchNorm2d's running statistics
+#                  matches one process's (test loss within 0.001)
+#   no-broadcast-buffers
+#                  each rank keeps its own statistics: training is the same bit for bit
+#                  (rank 0's checkpoint too: it never receives), the evaluation is not
+#   find-unused-parameters
+#                  the Reducer gets the option (recipe line), a run completes and, every
+#                  parameter being used, saves the very checkpoint a run without it saves;
+#                  refused with --grad-sync flat, which has no unused parameters to find
 #   different-model, drift, sum
 #                  ch06_equivalence with a planted fault: DDP refuses different models on
 #                  every rank; --check-sync names the rank that drifted; gradients summed
 #                  instead of averaged fail the equivalence check (it can fail)
 set -u
-scenario=$1 bin=$2 ddprun=$3 mpirun=$4 equivalence=$5 data=$6 work=$7
+scenario=$1 bin=$2 ddprun=$3 mpirun=$4 equivalence=$5 data=$6 work=$7 entry=${8:-}
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
 . "$(dirname "$0")/../ch04_train/common.sh"
 small_mnist "$data" mnist && data=$PWD/mnist
@@ -125,6 +140,83 @@ bad-input)
   ((rc != 0)) &&
     grep -q 'a global batch of 32 images does not split evenly over 3 ranks' split.log ||
     { cat split.log; fail "an uneven global batch was not refused by name"; }
+  ;;
+sync-bn)
+  # (1) One step: every BatchNorm's running mean and variance in rank 0's checkpoint.
+  one=("${flags[@]}" --epochs 1 --max-steps 1)
+  run_ranks s1.log "$ddprun" --nproc-per-node 2 "$bin" "${one[@]}" --sync-bn --save s1.ckpt
+  ((rc == 0)) && grep -q 'SyncBatchNorm), batch 16 per rank' s1.log ||
+    { cat s1.log; fail "ddp-train --sync-bn: exit $rc, or no SyncBatchNorm in the recipe"; }
+  run_ranks p1.log "$ddprun" --nproc-per-node 2 "$bin" "${one[@]}" --save p1.ckpt
+  ((rc == 0)) || { cat p1.log; fail "ddp-train without --sync-bn exited $rc"; }
+  train g1.log "${one[@]}" --save g1.ckpt
+  # Largest relative difference of two lists of floats (relative to max(|b|, 1e-3)).
+  maxrel() {
+    paste <(tr ' ' '\n' <<<"$1") <(tr ' ' '\n' <<<"$2") |
+      awk '{ d = $1 - $2; d = d < 0 ? -d : d; m = $2 < 0 ? -$2 : $2; m = m > 1e-3 ? m : 1e-3
+             if (d / m > x) x = d / m } END { printf "%.3g\n", x + 0 }'
+  }
+  keys=$(grep -aoE 'model\.[a-z0-9_.]*running_(mean|var)' g1.ckpt | sort -u)
+  [ "$(wc -w <<<"$keys")" -ge 10 ] || fail "expected every BatchNorm's statistics, found: $keys"
+  for k in $keys; do
+    g=$("$entry" g1.ckpt "$k") s=$("$entry" s1.ckpt "$k") p=$("$entry" p1.ckpt "$k") ||
+      fail "cannot read $k"
+    sync=$(maxrel "$s" "$g") plain=$(maxrel "$p" "$g")
+    echo "$k: --sync-bn vs one process $sync, without it $plain"
+    awk -v x="$sync" 'BEGIN { exit !(x <= 1e-5) }' ||
+      fail "$k after one --sync-bn step differs from the global batch's by $sync"
+    awk -v x="$plain" 'BEGIN { exit !(x > 1e-4) }' ||
+      fail "$k without --sync-bn equals the global batch's ($plain): the check cannot tell"
+  done
+  # (2) The same statistics on every rank; (3) evaluation against one process.
+  run_ranks s.log "$ddprun" --nproc-per-node 2 "$bin" "${flags[@]}" --sync-bn
+  ((rc == 0)) || { cat s.log; fail "ddp-train --sync-bn exited $rc"; }
+  run_ranks sn.log "$ddprun" --nproc-per-node 2 "$bin" "${flags[@]}" --sync-bn \
+    --no-broadcast-buffers
+  ((rc == 0)) || { cat sn.log; fail "ddp-train --sync-bn --no-broadcast-buffers exited $rc"; }
+  for e in 1 2; do
+    [ -n "$(summary s.log $e)" ] && [ "$(summary s.log $e)" = "$(summary sn.log $e)" ] ||
+      fail "ranks' statistics differ under --sync-bn: $(summary sn.log $e) vs $(summary s.log $e)"
+  done
+  train g.log "${flags[@]}"
+  echo "--sync-bn:     $(summary s.log 2)"
+  echo "one process:   $(summary g.log 2)"
+  test_loss() { summary "$1" "$2" | sed 's/.*test loss \([0-9.]*\),.*/\1/'; }
+  for e in 1 2; do
+    awk -v a="$(test_loss s.log $e)" -v b="$(test_loss g.log $e)" \
+      'BEGIN { d = a - b; exit !(a != "" && (d < 0 ? -d : d) <= 0.001) }' ||
+      fail "epoch $e: --sync-bn evaluates to $(summary s.log $e), one process to $(summary g.log $e)"
+  done
+  ;;
+no-broadcast-buffers)
+  run_ranks b.log "$ddprun" --nproc-per-node 2 "$bin" "${flags[@]}" --save b.ckpt
+  ((rc == 0)) || { cat b.log; fail "ddp-train exited $rc"; }
+  run_ranks n.log "$ddprun" --nproc-per-node 2 "$bin" "${flags[@]}" --no-broadcast-buffers \
+    --check-sync 1 --save n.ckpt
+  ((rc == 0)) && grep -q 'buffers not broadcast), batch 16' n.log ||
+    { cat n.log; fail "--no-broadcast-buffers: exit $rc, or not in the recipe"; }
+  cmp b.ckpt n.ckpt || fail "--no-broadcast-buffers changed training (rank 0's checkpoint)"
+  train_loss() { summary "$1" "$2" | sed 's/, test loss.*//'; }
+  echo "broadcast:     $(summary b.log 2)"
+  echo "not broadcast: $(summary n.log 2)"
+  [ -n "$(train_loss n.log 2)" ] && [ "$(train_loss b.log 2)" = "$(train_loss n.log 2)" ] ||
+    fail "--no-broadcast-buffers changed the training loss"
+  [ "$(summary b.log 2)" != "$(summary n.log 2)" ] ||
+    fail "rank 1 evaluated with rank 0's statistics: the buffers were broadcast after all"
+  ;;
+find-unused-parameters)
+  run_ranks b.log "$ddprun" --nproc-per-node 2 "$bin" "${flags[@]}" --save b.ckpt
+  ((rc == 0)) || { cat b.log; fail "ddp-train exited $rc"; }
+  run_ranks u.log "$ddprun" --nproc-per-node 2 "$bin" "${flags[@]}" --find-unused-parameters \
+    --save u.ckpt
+  ((rc == 0)) && grep -q '1 bucket of <= 25 MiB, find_unused_parameters), batch 16' u.log ||
+    { cat u.log; fail "--find-unused-parameters: exit $rc, or the Reducer did not get it"; }
+  cmp b.ckpt u.ckpt || fail "--find-unused-parameters changed a run that uses every parameter"
+  echo "find_unused_parameters: $(final_line u.log)"
+  run_ranks f.log "$ddprun" --nproc-per-node 2 "$bin" "${flags[@]}" --find-unused-parameters \
+    --grad-sync flat --max-steps 1
+  ((rc != 0)) && grep -q 'find-unused-parameters needs --grad-sync bucketed' f.log ||
+    { cat f.log; fail "--find-unused-parameters with --grad-sync flat was not refused"; }
   ;;
 different-model)
   run_ranks dm.log "$ddprun" --nproc-per-node 3 "$equivalence" --backend tcp --plant different-model

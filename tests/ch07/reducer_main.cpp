@@ -372,6 +372,15 @@ int main(int argc, char** argv) {
   int rank = -1;
   try {
     const Args args = test::parse_rank_args(argc, argv, "ch07_reducer");
+    // A misspelt scenario or bug would otherwise run nothing and print PASS.
+    DDP_CHECK(args.scenario == "all" || args.scenario == "equivalence" ||
+                  args.scenario == "no-sync" || args.scenario == "unused",
+              "ch07_reducer: unknown --scenario '", args.scenario,
+              "' (all, equivalence, no-sync, unused)");
+    DDP_CHECK(args.plant == "none" || args.plant == "skip-average" ||
+                  args.plant == "different-caps",
+              "ch07_reducer: unknown --plant '", args.plant,
+              "' (none, skip-average, different-caps)");
     if (args.device.is_cuda() && cuda::device_count() == 0) return test::skip_without_gpu();
     InitOptions init;
     init.backend = args.backend;

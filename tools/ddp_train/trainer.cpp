@@ -84,6 +84,10 @@ Trainer::Trainer(TrainOptions options)
     ddp.reducer.bucket_cap_bytes = mebibytes(options_.bucket_cap_mb);
     ddp.reducer.first_bucket_bytes = mebibytes(options_.first_bucket_mb);
     ddp.reducer.find_unused_parameters = options_.find_unused_parameters;
+    // Chapter 06's averages have no unused parameters to find: refused, not ignored.
+    DDP_CHECK(!options_.find_unused_parameters || ddp.gradient_sync == GradientSync::Bucketed,
+              "--find-unused-parameters needs --grad-sync bucketed (it is the Reducer's "
+              "option), got --grad-sync ", options_.grad_sync);
     ddp_ = std::make_unique<DistributedDataParallel>(model_, *group_, ddp);
     if (options_.comm_hook == "bf16") {
       DDP_CHECK(ddp.gradient_sync == GradientSync::Bucketed, "--comm-hook bf16 needs "
@@ -327,7 +331,11 @@ std::string Trainer::describe_recipe() const {
             ? detail::concat("bucketed, ", ddp_->reducer().bucket_assignment().size(), " bucket",
                              ddp_->reducer().bucket_assignment().size() == 1 ? "" : "s",
                              " of <= ", options_.bucket_cap_mb, " MiB",
-                             options_.comm_hook == "bf16" ? ", bf16 comm hook" : "")
+                             options_.comm_hook == "bf16" ? ", bf16 comm hook" : "",
+                             // read back from the Reducer: what it was given, not the flag
+                             ddp_->reducer().options().find_unused_parameters
+                                 ? ", find_unused_parameters"
+                                 : "")
             : options_.grad_sync;
     // Chapter 09: what is sharded over the ranks.
     if (options_.shard == "zero1") sync += ", optimizer state sharded (zero1)";

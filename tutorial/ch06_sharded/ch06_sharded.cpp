@@ -7,6 +7,7 @@
 // multiple of the ranks, so that on 3 ranks each gets 4), (2) one gradient before and after DDP
 // averages it over the ranks, and (3) that after an SGD step every rank holds the same weights.
 // Rank by rank, in order (a barrier between turns keeps the lines of different ranks apart).
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
@@ -87,9 +88,21 @@ int main(int argc, char** argv) {
     // (3) The same step everywhere: the same weights everywhere.
     sgd.step();
     ddp.check_in_sync(1);  // throws on every rank if any rank differs
-    // The demonstration's claim, checked: rank 0's input, 1, is below the average,
-    // (W + 1) / 2, so its gradient must have changed.
-    DDP_CHECK(rank != 0 || world == 1 || before != after, "averaging changed nothing");
+    // The demonstration's claim, checked on every rank: d(loss)/d(weight) is the input,
+    // r + 1 on rank r, so the average over the ranks is (1 + ... + W) / W = (W + 1) / 2 in
+    // every element; their sum, W times that, would fail here too (a float sum of small
+    // integers times 1/W lands within a rounding step of the exact value).
+    const float average = static_cast<float>(world + 1) / 2.0f;
+    const auto near = [](float x, float want) { return std::fabs(x - want) <= 1e-6f * want; };
+    for (std::size_t i = 0; i < after.size(); ++i) {
+      const bool summed = world > 1 && near(after[i], average * static_cast<float>(world));
+      DDP_CHECK(before[i] == static_cast<float>(rank + 1) && near(after[i], average), "rank ",
+                rank, ": d(loss)/d(weight) element ", i, " is ", before[i], " -> ", after[i],
+                " after averaging; expected ", rank + 1, " -> ", average, " = (1 + ... + ",
+                world, ") / ", world,
+                summed ? " (the sum over the ranks: the division by the world size is missing)"
+                       : "");
+    }
     if (rank == 0) {
       std::printf(
           "the average is (1 + ... + %d) / %d = %g per input; after the step all %d ranks "

@@ -292,6 +292,12 @@ int main(int argc, char** argv) {
   int rank = -1;
   try {
     const Args args = test::parse_rank_args(argc, argv, "ch07_comm_hook");
+    // A misspelt scenario or bug would otherwise run nothing and print PASS.
+    DDP_CHECK(args.scenario == "all" || args.scenario == "gradients" ||
+                  args.scenario == "specials",
+              "ch07_comm_hook: unknown --scenario '", args.scenario, "' (all, gradients, specials)");
+    DDP_CHECK(args.plant == "none" || args.plant == "skip-average",
+              "ch07_comm_hook: unknown --plant '", args.plant, "' (none, skip-average)");
     DDP_CHECK(!args.device.is_cuda(), "ch07_comm_hook runs on the CPU only (--device ",
               args.device.str(), ")");
     InitOptions init;
