@@ -369,10 +369,12 @@ case $check in
     [[ -n ${DDP_TRAIN_ARGS:-} ]] || fail "train-as-ddprun needs the job's flags in DDP_TRAIN_ARGS"
     [[ ${DDP_BACKEND:-tcp} == tcp ]] ||
       fail "train-as-ddprun compares tcp runs (ddprun has no MPI), not DDP_BACKEND=$DDP_BACKEND"
-    # ddp-train's summary lines, without what depends on the machine's speed.
+    # ddp-train's summary lines, without what depends on the machine's speed, nor how the
+    # backend was chosen (the job: "tcp, auto: ...;", the reference: "tcp, --backend tcp;").
     results() {
       grep -E '^(ddp-train: device |epoch [0-9]+/[0-9]+: |final: )' "$1" |
-        sed -E 's/, [0-9.]+ img\/s, [0-9.]+ s$//; s/, wall time [0-9.]+ s$//'
+        sed -E 's/, [0-9.]+ img\/s, [0-9.]+ s$//; s/, wall time [0-9.]+ s$//' |
+        sed -E 's/ ranks \(([a-z]+), [^;)]*; / ranks (\1, /'
     }
     grep -Eq "^ddp-train: device .*, $ranks ranks \(tcp," "$log" ||
       fail "ddp-train's header does not say '$ranks ranks (tcp, ...)'"
