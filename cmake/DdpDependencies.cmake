@@ -107,11 +107,35 @@ if(NOT DDP_CUDA STREQUAL "OFF")
   endif()
 
   if(DDP_CUDA STREQUAL "ON" OR CMAKE_CUDA_COMPILER)
-    # A100 = sm_80, H100 and H200 = sm_90 (SASS for both, plus PTX of sm_90 that newer
-    # GPUs compile at load time). Other cards: -DCMAKE_CUDA_ARCHITECTURES=native on a
-    # GPU node, or the number (75 for T4, 89 for L4/L40S).
+    # Which GPUs to build for (Note [Which GPUs a build runs on], tensor/cuda/
+    # architectures.hpp). Asked: as asked. Else, on a machine whose nvidia-smi lists GPUs:
+    # theirs (a T4 gets 75, an L4 89), said in a line. Else A100 = sm_80 and H100/H200 =
+    # sm_90 (SASS for both, plus PTX of sm_90 that newer GPUs compile at load time).
     if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
-      set(CMAKE_CUDA_ARCHITECTURES "80-real;90")
+      find_program(DDP_NVIDIA_SMI nvidia-smi)
+      set(_ddp_caps "")
+      if(DDP_NVIDIA_SMI)
+        execute_process(COMMAND ${DDP_NVIDIA_SMI} --query-gpu=compute_cap --format=csv,noheader
+                        OUTPUT_VARIABLE _ddp_smi RESULT_VARIABLE _ddp_smi_rc ERROR_QUIET
+                        TIMEOUT 20)
+        if(_ddp_smi_rc EQUAL 0)
+          string(REGEX MATCHALL "[0-9]+\\.[0-9]+" _ddp_smi "${_ddp_smi}")
+          foreach(cap IN LISTS _ddp_smi)
+            string(REPLACE "." "" cap "${cap}")
+            list(APPEND _ddp_caps ${cap})
+          endforeach()
+          list(REMOVE_DUPLICATES _ddp_caps)
+        endif()
+      endif()
+      if(_ddp_caps)
+        set(CMAKE_CUDA_ARCHITECTURES "${_ddp_caps}")
+        message(STATUS "ddp.cpp: nvidia-smi lists GPUs of compute capability ${_ddp_caps}: "
+                       "building for them (CMAKE_CUDA_ARCHITECTURES=${_ddp_caps}); for other "
+                       "GPUs (a login node's may differ from the compute nodes'), pass "
+                       "-DCMAKE_CUDA_ARCHITECTURES")
+      else()
+        set(CMAKE_CUDA_ARCHITECTURES "80-real;90")
+      endif()
     endif()
     enable_language(CUDA)
     set(CMAKE_CUDA_STANDARD 20)

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "tensor/backend.hpp"
+#include "tensor/cuda/architectures.hpp"
 #include "tensor/cuda/caching_allocator.hpp"
 #include "tensor/cuda/device_info.hpp"
 #include "tensor/cuda/kernels.hpp"
@@ -231,6 +232,13 @@ CudaBackend& cuda_backend_impl(int index) {
                        : "pick an index below ddp::cuda::device_count()");
   std::unique_ptr<CudaBackend>& slot = table.backends[index];
   if (slot == nullptr) {
+    // A GPU the build has no code for would fail at its first kernel, with "no kernel
+    // image is available": say so now, with the fix (Note [Which GPUs a build runs on]).
+    cudaDeviceProp props{};
+    DDP_CHECK_CUDA(cudaGetDeviceProperties(&props, index));
+    DDP_CHECK(cuda::build_runs_on(DDP_CUDA_ARCHITECTURES, props.major, props.minor),
+              cuda::no_code_for_gpu(DDP_CUDA_ARCHITECTURES, index, props.name, props.major,
+                                    props.minor));
     cuda::DeviceGuard guard(index);  // the backend's stream and handle belong to `index`
     slot = std::make_unique<CudaBackend>(index);
   }

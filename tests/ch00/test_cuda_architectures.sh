@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Configure on a machine whose nvidia-smi lists GPUs (a fake one here: a T4 and an A10)
+# builds for them, and says so; asked for other architectures, it builds for those
+# (cmake/DdpDependencies.cmake). Chapter 00. Skipped (77) where CUDA is not built.
+#   test_cuda_architectures.sh <repository> <cmake>
+set -u
+root=$1 cmake=$2
+fail() { echo "FAIL: $*"; exit 1; }
+work=$(mktemp -d) && trap 'rm -rf "$work"' EXIT
+mkdir -p "$work/fakebin"
+cat >"$work/fakebin/nvidia-smi" <<'SMI'
+#!/bin/sh
+[ "$1" = "--query-gpu=compute_cap" ] && printf '7.5\n8.6\n7.5\n' && exit 0
+exit 1
+SMI
+chmod +x "$work/fakebin/nvidia-smi"
+configure() {  # configure FOLDER [FLAGS...]; skips the test where CUDA is not built
+  local dir=$1
+  shift
+  PATH=$work/fakebin:$PATH "$cmake" -S "$root" -B "$dir" -DDDP_BUILD_TESTS=OFF \
+    -DDDP_BUILD_BENCH=OFF "$@" >"$dir.log" 2>&1 || { cat "$dir.log"; fail "configure failed"; }
+  grep -q ', CUDA ON (archs' "$dir.log" || { echo "SKIPPED: CUDA is not built here"; exit 77; }
+}
+archs() { sed -n 's/.*, CUDA ON (archs: \([^)]*\)).*/\1/p' "$1.log"; }  # its summary line's
+configure "$work/found"
+[[ $(archs "$work/found") == "75;86" ]] ||
+  fail "with GPUs 7.5 and 8.6 listed, built for '$(archs "$work/found")'"
+grep -q 'nvidia-smi lists GPUs of compute capability 75;86: building for them' "$work/found.log" ||
+  fail "the configure did not say why: $(grep -i 'cuda' "$work/found.log")"
+echo "nvidia-smi lists 7.5, 8.6, 7.5: the build is for 75;86, and the configure says so"
+configure "$work/asked" -DCMAKE_CUDA_ARCHITECTURES=90
+[[ $(archs "$work/asked") == 90 ]] || fail "asked for 90, built for '$(archs "$work/asked")'"
+echo "asked for 90: built for 90, whatever nvidia-smi lists"
