@@ -38,12 +38,16 @@ bool cpu_supports(std::string_view name) {
   DDP_ISA("bmi") DDP_ISA("bmi2") DDP_ISA("avx512f") DDP_ISA("avx512cd") DDP_ISA("avx512bw")
   DDP_ISA("avx512dq") DDP_ISA("avx512vl") DDP_ISA("avx512vnni") DDP_ISA("avx512ifma")
   DDP_ISA("avx512vbmi") DDP_ISA("avx512vbmi2") DDP_ISA("avx512bitalg")
-  DDP_ISA("avx512vpopcntdq") DDP_ISA("avx512bf16")
+  DDP_ISA("avx512vpopcntdq") DDP_ISA("avx512bf16") DDP_ISA("avx512fp16") DDP_ISA("avxvnni")
+  DDP_ISA("f16c") DDP_ISA("movbe") DDP_ISA("aes") DDP_ISA("pclmul") DDP_ISA("sha")
+  DDP_ISA("gfni") DDP_ISA("vaes") DDP_ISA("vpclmulqdq")
 #undef DDP_ISA
 #endif
   (void)name;
   return true;
 }
+
+std::string_view build_isa() { return DDP_BUILD_ISA; }
 
 std::string missing_message(const std::string& missing) {
   return "ddp: this CPU lacks " + missing +

@@ -21,6 +21,10 @@ std::string missing_features(std::string_view built, bool (*supports)(std::strin
 // Whether this CPU has instruction set `name` (one of the names CMake may list).
 bool cpu_supports(std::string_view name);
 
+// The instruction sets this build uses beyond plain x86-64, as CMake listed them ("" for a
+// build without -march=native, or not on x86-64).
+std::string_view build_isa();
+
 // What the program prints before it stops: "ddp: this CPU lacks avx512f, which this
 // build uses ...".
 std::string missing_message(const std::string& missing);

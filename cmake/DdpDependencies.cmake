@@ -108,10 +108,10 @@ if(NOT DDP_CUDA STREQUAL "OFF")
 
   if(DDP_CUDA STREQUAL "ON" OR CMAKE_CUDA_COMPILER)
     # Which GPUs to build for (Note [Which GPUs a build runs on], tensor/cuda/
-    # architectures.hpp). Asked: as asked. Else, on a machine whose nvidia-smi lists GPUs:
+    # architectures.hpp). Asked (-D or $CUDAARCHS): as asked. Else, where nvidia-smi lists GPUs:
     # theirs (a T4 gets 75, an L4 89), said in a line. Else A100 = sm_80 and H100/H200 =
     # sm_90 (SASS for both, plus PTX of sm_90 that newer GPUs compile at load time).
-    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES AND NOT DEFINED ENV{CUDAARCHS})
       find_program(DDP_NVIDIA_SMI nvidia-smi)
       set(_ddp_caps "")
       if(DDP_NVIDIA_SMI)
@@ -127,8 +127,26 @@ if(NOT DDP_CUDA STREQUAL "OFF")
           list(REMOVE_DUPLICATES _ddp_caps)
         endif()
       endif()
+      # A GPU newer than this nvcc (its --list-gpu-arch lacks it) keeps the default, whose
+      # PTX the driver compiles for it.
+      if(_ddp_caps AND CMAKE_CUDA_COMPILER)
+        execute_process(COMMAND ${CMAKE_CUDA_COMPILER} --list-gpu-arch
+                        OUTPUT_VARIABLE _ddp_known ERROR_QUIET TIMEOUT 20)
+        foreach(cap IN LISTS _ddp_caps)
+          if(NOT _ddp_known MATCHES "compute_${cap}\n")
+            message(STATUS "ddp.cpp: nvidia-smi lists a GPU of compute capability ${cap}, "
+                           "which ${CMAKE_CUDA_COMPILER} does not know: the default "
+                           "architectures instead")
+            set(_ddp_caps "")
+            break()
+          endif()
+        endforeach()
+      endif()
       if(_ddp_caps)
-        set(CMAKE_CUDA_ARCHITECTURES "${_ddp_caps}")
+        # Cached: a later configure (after a git pull, on a login node without the GPU)
+        # keeps it.
+        set(CMAKE_CUDA_ARCHITECTURES "${_ddp_caps}" CACHE STRING
+            "CUDA architectures (those nvidia-smi listed at the first configure)")
         message(STATUS "ddp.cpp: nvidia-smi lists GPUs of compute capability ${_ddp_caps}: "
                        "building for them (CMAKE_CUDA_ARCHITECTURES=${_ddp_caps}); for other "
                        "GPUs (a login node's may differ from the compute nodes'), pass "

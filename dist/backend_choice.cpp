@@ -40,13 +40,14 @@ BackendChoice choose_backend(const std::vector<RankGpu>& ranks, bool nccl_built)
   }
 
   // Two ranks on one GPU: NCCL refuses them, the tcp group stages through host memory.
-  // The UUID says which GPU it is, whatever index each rank knows it by.
-  std::map<std::pair<std::string, std::string>, int> owner;  // (host, uuid) -> first rank
+  // The UUID says which GPU it is, whatever index each rank knows it by, and whatever the
+  // host is called (containers on one node may each have a name of their own).
+  std::map<std::string, int> owner;  // uuid -> first rank
   std::map<std::string, int> ranks_on;                       // host -> ranks there
   for (const RankGpu& r : ranks) ++ranks_on[r.host];
   for (std::size_t r = 0; r < ranks.size(); ++r) {
     const RankGpu& me = ranks[r];
-    const auto [it, fresh] = owner.emplace(std::pair(me.host, me.gpu_uuid), static_cast<int>(r));
+    const auto [it, fresh] = owner.emplace(me.gpu_uuid, static_cast<int>(r));
     if (fresh) continue;
     const int here = ranks_on[me.host];
     return {"tcp", detail::concat(list_ranks({it->second, static_cast<int>(r)}), " on ", me.host,

@@ -128,7 +128,9 @@ std::unique_ptr<ProcessGroup> init_process_group(const InitOptions& options,
   if (backend == "tcp") return make_tcp(rendezvous(options, /*need_store=*/true), options);
   if (backend == "nccl") {
     if (!nccl_built()) return make_nccl({}, options);  // fails before anyone waits for it
-    return make_nccl(rendezvous(options, /*need_store=*/true), options);
+    // On the rank's own GPU when it names one (--device cuda:1), as auto does below.
+    return make_nccl(rendezvous(options, /*need_store=*/true), options,
+                     options.device.is_cuda() ? options.device.index : -1);
   }
   if (backend == "auto") {
     const Rendezvous r = rendezvous(options, /*need_store=*/true);

@@ -17,8 +17,11 @@
 #SBATCH --time=00:05:00             # wall-clock limit: the job is killed after it
 #SBATCH --output=%x-%j.out          # %x = job name, %j = job id
 set -euo pipefail
-source "${DDP_ROOT:-$SLURM_SUBMIT_DIR}/launch/common.sh" ||
-  { echo "launch: submit from the repository root, or export DDP_ROOT=<repository>" >&2; exit 2; }
+common=${DDP_ROOT:-$SLURM_SUBMIT_DIR}/launch/common.sh
+[[ -r $common ]] ||
+  { echo "launch: no $common: submit from the repository root, or export DDP_ROOT" >&2; exit 2; }
+# shellcheck source=launch/common.sh disable=SC1090
+source "$common"
 doctor=$(ddp_program ddp-doctor)
 hello=$(ddp_program ch00_hello)
 

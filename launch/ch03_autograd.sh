@@ -18,8 +18,11 @@
 #SBATCH --time=00:10:00             # wall-clock limit: the job is killed after it
 #SBATCH --output=%x-%j.out          # %x = job name, %j = job id
 set -euo pipefail
-source "${DDP_ROOT:-$SLURM_SUBMIT_DIR}/launch/common.sh" ||
-  { echo "launch: submit from the repository root, or export DDP_ROOT=<repository>" >&2; exit 2; }
+common=${DDP_ROOT:-$SLURM_SUBMIT_DIR}/launch/common.sh
+[[ -r $common ]] ||
+  { echo "launch: no $common: submit from the repository root, or export DDP_ROOT" >&2; exit 2; }
+# shellcheck source=launch/common.sh disable=SC1090
+source "$common"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-${SLURM_CPUS_PER_TASK:-1}}
 program=$(ddp_program ch03_autograd)   # exits with a hint when it is not built
 

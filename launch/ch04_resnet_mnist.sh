@@ -15,8 +15,11 @@
 #SBATCH --time=00:30:00             # wall-clock limit: the job is killed after it
 #SBATCH --output=%x-%j.out          # %x = job name, %j = job id
 set -euo pipefail
-source "${DDP_ROOT:-$SLURM_SUBMIT_DIR}/launch/common.sh" ||
-  { echo "launch: submit from the repository root, or export DDP_ROOT=<repository>" >&2; exit 2; }
+common=${DDP_ROOT:-$SLURM_SUBMIT_DIR}/launch/common.sh
+[[ -r $common ]] ||
+  { echo "launch: no $common: submit from the repository root, or export DDP_ROOT" >&2; exit 2; }
+# shellcheck source=launch/common.sh disable=SC1090
+source "$common"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-${SLURM_CPUS_PER_TASK:-1}}
 # The default is a quick run that proves the job works; drop --max-steps to train fully.
 DDP_TRAIN_ARGS=${DDP_TRAIN_ARGS:---epochs 1 --max-steps 50}

@@ -22,5 +22,6 @@ ranks=${DDP_RANKS:-4}
 mpirun -np "$ranks" --oversubscribe ${DDP_HOSTFILE:+--hostfile "$DDP_HOSTFILE"} \
   -x MASTER_ADDR -x MASTER_PORT -x DDP_JOB_TOKEN "$doctor"
 mpirun -np "$ranks" --oversubscribe ${DDP_HOSTFILE:+--hostfile "$DDP_HOSTFILE"} \
-  -x MASTER_ADDR -x MASTER_PORT -x DDP_JOB_TOKEN "${DDP_MPIRUN_X[@]}" "$program" \
+  -x MASTER_ADDR -x MASTER_PORT -x DDP_JOB_TOKEN \
+    ${DDP_MPIRUN_X[@]+"${DDP_MPIRUN_X[@]}"} "$program" \
   --backend "${DDP_BACKEND:-mpi}"

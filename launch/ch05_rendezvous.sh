@@ -20,8 +20,11 @@
 #SBATCH --time=00:10:00             # wall-clock limit: the job is killed after it
 #SBATCH --output=%x-%j.out          # %x = job name, %j = job id
 set -euo pipefail
-source "${DDP_ROOT:-$SLURM_SUBMIT_DIR}/launch/common.sh" ||
-  { echo "launch: submit from the repository root, or export DDP_ROOT=<repository>" >&2; exit 2; }
+common=${DDP_ROOT:-$SLURM_SUBMIT_DIR}/launch/common.sh
+[[ -r $common ]] ||
+  { echo "launch: no $common: submit from the repository root, or export DDP_ROOT" >&2; exit 2; }
+# shellcheck source=launch/common.sh disable=SC1090
+source "$common"
 doctor=$(ddp_program ddp-doctor)
 program=$(ddp_program ch05_rendezvous)
 
@@ -41,7 +44,7 @@ case ${DDP_LAUNCH:-srun} in
   mpirun)
     # mpirun reads the allocation and starts one rank per slot; -x passes variables on.
     mpirun -x MASTER_ADDR -x MASTER_PORT -x DDP_JOB_TOKEN "$doctor"
-    mpirun -x MASTER_ADDR -x MASTER_PORT -x DDP_JOB_TOKEN "${DDP_MPIRUN_X[@]}" \
+    mpirun -x MASTER_ADDR -x MASTER_PORT -x DDP_JOB_TOKEN ${DDP_MPIRUN_X[@]+"${DDP_MPIRUN_X[@]}"} \
       "$program" --backend "${DDP_BACKEND:-mpi}"
     ;;
   *) echo "launch: DDP_LAUNCH=${DDP_LAUNCH} is not one of srun, ddprun, mpirun" >&2; exit 2 ;;

@@ -29,5 +29,6 @@ mpirun -np "$ranks" --oversubscribe ${DDP_HOSTFILE:+--hostfile "$DDP_HOSTFILE"} 
   -x MASTER_ADDR -x MASTER_PORT -x DDP_JOB_TOKEN "$doctor"
 # shellcheck disable=SC2086  # DDP_TRAIN_ARGS is a list of flags
 mpirun -np "$ranks" --oversubscribe ${DDP_HOSTFILE:+--hostfile "$DDP_HOSTFILE"} \
-  -x MASTER_ADDR -x MASTER_PORT -x DDP_JOB_TOKEN -x OMP_NUM_THREADS "${DDP_MPIRUN_X[@]}" \
+  -x MASTER_ADDR -x MASTER_PORT -x DDP_JOB_TOKEN -x OMP_NUM_THREADS \
+    ${DDP_MPIRUN_X[@]+"${DDP_MPIRUN_X[@]}"} \
   "$program" $DDP_TRAIN_ARGS --backend "${DDP_BACKEND:-tcp}"

@@ -25,7 +25,7 @@ rc=0
 # shellcheck disable=SC2086  # DDP_TRAIN_ARGS is a list of flags
 ddp_run_stoppable mpirun -np "${DDP_RANKS:-4}" --oversubscribe \
   ${DDP_HOSTFILE:+--hostfile "$DDP_HOSTFILE"} -x MASTER_ADDR -x MASTER_PORT -x DDP_JOB_TOKEN \
-  -x OMP_NUM_THREADS "${DDP_MPIRUN_X[@]}" "$program" $DDP_TRAIN_ARGS \
+  -x OMP_NUM_THREADS ${DDP_MPIRUN_X[@]+"${DDP_MPIRUN_X[@]}"} "$program" $DDP_TRAIN_ARGS \
   --backend "${DDP_BACKEND:-auto}" --save "$checkpoint" --resume auto \
   ${DDP_TIMEOUT:+--timeout "$DDP_TIMEOUT"} || rc=$?
 if ((rc == 75)); then echo "launch: stopped on request (75); run the same command again to continue"; fi

@@ -38,8 +38,11 @@
 #SBATCH --open-mode=append          # ... and its next run appends to the same output
 #SBATCH --output=%x-%j.out          # %x = job name, %j = job id
 set -euo pipefail
-source "${DDP_ROOT:-$SLURM_SUBMIT_DIR}/launch/common.sh" ||
-  { echo "launch: submit from the repository root, or export DDP_ROOT=<repository>" >&2; exit 2; }
+common=${DDP_ROOT:-$SLURM_SUBMIT_DIR}/launch/common.sh
+[[ -r $common ]] ||
+  { echo "launch: no $common: submit from the repository root, or export DDP_ROOT" >&2; exit 2; }
+# shellcheck source=launch/common.sh disable=SC1090
+source "$common"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-${SLURM_CPUS_PER_TASK:-1}}
 # The default is a short run (20 s or so on CPUs); drop --max-steps to train fully.
 DDP_TRAIN_ARGS=${DDP_TRAIN_ARGS:---epochs 1 --max-steps 60}
@@ -59,7 +62,7 @@ case ${DDP_LAUNCH:-srun} in
     ;;
   mpirun)
     ddp_run_stoppable mpirun -x MASTER_ADDR -x MASTER_PORT -x DDP_JOB_TOKEN -x OMP_NUM_THREADS \
-      "${DDP_MPIRUN_X[@]}" "$program" $DDP_TRAIN_ARGS "${args[@]}" || rc=$?
+      ${DDP_MPIRUN_X[@]+"${DDP_MPIRUN_X[@]}"} "$program" $DDP_TRAIN_ARGS "${args[@]}" || rc=$?
     ;;
   *) echo "launch: DDP_LAUNCH=${DDP_LAUNCH} is not one of srun, ddprun, mpirun" >&2; exit 2 ;;
 esac

@@ -32,6 +32,7 @@ program=$(ddp_program ddp-train)    # exits with a hint when it is not built
 # every rank is local. -x passes variables to ranks on other hosts.
 # shellcheck disable=SC2086  # DDP_TRAIN_ARGS is a list of flags
 mpirun -np "${DDP_RANKS:-4}" --oversubscribe ${DDP_HOSTFILE:+--hostfile "$DDP_HOSTFILE"} \
-  -x MASTER_ADDR -x MASTER_PORT -x DDP_JOB_TOKEN -x OMP_NUM_THREADS "${DDP_MPIRUN_X[@]}" \
+  -x MASTER_ADDR -x MASTER_PORT -x DDP_JOB_TOKEN -x OMP_NUM_THREADS \
+    ${DDP_MPIRUN_X[@]+"${DDP_MPIRUN_X[@]}"} \
   "$program" $DDP_TRAIN_ARGS --shard "${DDP_SHARD:-fsdp}" --print-memory \
   --backend "${DDP_BACKEND:-auto}"

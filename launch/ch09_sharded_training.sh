@@ -64,8 +64,11 @@
 #SBATCH --time=00:30:00             # wall-clock limit
 #SBATCH --output=%x-%j.out          # %x = job name, %j = job id
 set -euo pipefail
-source "${DDP_ROOT:-$SLURM_SUBMIT_DIR}/launch/common.sh" ||
-  { echo "launch: submit from the repository root, or export DDP_ROOT=<repository>" >&2; exit 2; }
+common=${DDP_ROOT:-$SLURM_SUBMIT_DIR}/launch/common.sh
+[[ -r $common ]] ||
+  { echo "launch: no $common: submit from the repository root, or export DDP_ROOT" >&2; exit 2; }
+# shellcheck source=launch/common.sh disable=SC1090
+source "$common"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-${SLURM_CPUS_PER_TASK:-1}}
 # The default is a short run; drop --max-steps to train fully. The global batch stays at
 # ddp-train's default, 128, whatever the number of ranks (and --grad-accum).
@@ -81,7 +84,8 @@ case ${DDP_LAUNCH:-srun} in
   srun) srun "$program" $DDP_TRAIN_ARGS "${args[@]}" ;;
   ddprun) ddp_ddprun_per_node "$program" $DDP_TRAIN_ARGS "${args[@]}" ;;
   mpirun)
-    mpirun -x MASTER_ADDR -x MASTER_PORT -x DDP_JOB_TOKEN -x OMP_NUM_THREADS "${DDP_MPIRUN_X[@]}" \
+    mpirun -x MASTER_ADDR -x MASTER_PORT -x DDP_JOB_TOKEN -x OMP_NUM_THREADS \
+      ${DDP_MPIRUN_X[@]+"${DDP_MPIRUN_X[@]}"} \
       "$program" $DDP_TRAIN_ARGS "${args[@]}"
     ;;
   *) echo "launch: DDP_LAUNCH=${DDP_LAUNCH} is not one of srun, ddprun, mpirun" >&2; exit 2 ;;

@@ -14,9 +14,10 @@ bool is_built();                // compiled with the CUDA backend
 int device_count() noexcept;    // usable GPUs; 0 when none, no driver, or not built
 bool is_available();            // device_count() > 0
 std::string device_name(int index);  // "NVIDIA H100 80GB HBM3"; throws when absent
-// The GPU's identity, as nvidia-smi -L writes it: "GPU-5d2c3e4f-...". The same GPU has the
-// same UUID in every process, whatever CUDA_VISIBLE_DEVICES numbers it: two ranks that
-// both say cuda:0 may hold different GPUs (srun --gpus-per-task=1), or the same one.
+// The GPU's identity, as nvidia-smi -L writes it: "GPU-5d2c3e4f-..." (a MIG instance gets
+// "GPU-" here where nvidia-smi writes "MIG-"). The same GPU has the same UUID in every
+// process, whatever CUDA_VISIBLE_DEVICES numbers it: two ranks that both say cuda:0 may
+// hold different GPUs (srun --gpus-per-task=1), or the same one.
 // Throws when absent.
 std::string device_uuid(int index);
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Configure on a machine whose nvidia-smi lists GPUs (a fake one here: a T4 and an A10)
-# builds for them, and says so; asked for other architectures, it builds for those
-# (cmake/DdpDependencies.cmake). Chapter 00. Skipped (77) where CUDA is not built.
+# builds for them, says so, and keeps them when configured again without nvidia-smi; a
+# GPU this nvcc does not know keeps the default; asked for other architectures, it builds
+# for those (cmake/DdpDependencies.cmake). Chapter 00. Skipped (77) where CUDA is not built.
 #   test_cuda_architectures.sh <repository> <cmake>
 set -u
 root=$1 cmake=$2
@@ -28,6 +29,19 @@ configure "$work/found"
 grep -q 'nvidia-smi lists GPUs of compute capability 75;86: building for them' "$work/found.log" ||
   fail "the configure did not say why: $(grep -i 'cuda' "$work/found.log")"
 echo "nvidia-smi lists 7.5, 8.6, 7.5: the build is for 75;86, and the configure says so"
+# Configured again where there is no nvidia-smi (a login node, after a git pull): kept.
+"$cmake" -S "$root" -B "$work/found" >"$work/found.log" 2>&1 || fail "reconfigure failed"
+[[ $(archs "$work/found") == "75;86" ]] ||
+  fail "reconfigured without nvidia-smi: built for '$(archs "$work/found")', not 75;86"
+echo "configured again without nvidia-smi: still 75;86"
+# A GPU newer than this nvcc: the default, whose PTX the driver compiles for it.
+printf '#!/bin/sh\necho 99.0\n' >"$work/fakebin/nvidia-smi"
+configure "$work/newer"
+[[ $(archs "$work/newer") == "80-real;90" ]] ||
+  fail "a GPU of 99.0, unknown to nvcc: built for '$(archs "$work/newer")'"
+grep -q 'compute capability 990, which .* does not know' "$work/newer.log" ||
+  fail "the configure did not say why it kept the default"
+echo "a GPU nvcc does not know: the default architectures, and the configure says why"
 configure "$work/asked" -DCMAKE_CUDA_ARCHITECTURES=90
 [[ $(archs "$work/asked") == 90 ]] || fail "asked for 90, built for '$(archs "$work/asked")'"
 echo "asked for 90: built for 90, whatever nvidia-smi lists"

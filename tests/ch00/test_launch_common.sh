@@ -17,7 +17,7 @@ for script in "$root"/launch/*.sh "$root"/launch/*.pbs; do
   out=$(cd "$work/elsewhere" && env -u DDP_ROOT -u PBS_O_WORKDIR PBS_NODEFILE="$work/nodes" \
         SLURM_SUBMIT_DIR="$work/elsewhere" bash "$script" 2>&1)
   rc=$?
-  ((rc == 2)) && grep -q 'launch: submit from the repository root, or export DDP_ROOT' <<<"$out" ||
+  ((rc == 2)) && grep -q 'submit from the repository root, or export DDP_ROOT' <<<"$out" ||
     fail "$(basename "$script") from another folder: exit $rc, said: $out"
   count=$((count + 1))
 done
@@ -25,6 +25,7 @@ echo "$count job scripts submitted from another folder: each stops with exit 2 a
 
 # 2. Modules. Sourced as the scripts do, with a build folder that exists.
 source_common() {  # source_common DEFINE_MODULE: common.sh's stderr
+  # shellcheck disable=SC2069  # stderr to the caller, stdout dropped: on purpose
   (
     export DDP_ROOT=$root DDP_BUILD=$work/build DDP_MODULES="gcc/12 nosuch/1"
     unset -f module 2>/dev/null
@@ -52,3 +53,11 @@ x=$( (unset DDP_MEMORY_LIMIT_MB; for v in $(compgen -e NCCL_); do unset "$v"; do
       echo "${#DDP_MPIRUN_X[@]}") )
 [[ $x == 0 ]] || fail "DDP_MPIRUN_X with nothing set has $x entries"
 echo "mpirun's -x list: every NCCL_* variable and the budget when set, nothing otherwise"
+
+# 4. Bash before 4.4 (RHEL 7) calls an empty array unbound under set -u: every script
+# expands DDP_MPIRUN_X in the form that holds there too.
+if grep -n '"${DDP_MPIRUN_X\[@\]}"' "$root"/launch/* | grep -v '+"${DDP_MPIRUN_X\[@\]}"' |
+   grep -v '^[^:]*:[0-9]*:#'; then
+  fail "the lines above expand DDP_MPIRUN_X bare: \${DDP_MPIRUN_X[@]+\"\${DDP_MPIRUN_X[@]}\"}"
+fi
+echo "every mpirun line expands DDP_MPIRUN_X so that an empty one holds on bash 4.2"

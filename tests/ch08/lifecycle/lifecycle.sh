@@ -29,8 +29,9 @@
 #   kill9            rank 1 killed (-9), no restarts, ddp-train --timeout 10: ddprun exits
 #                    non-zero within timeout + 5 s, no process is left
 #   timeout          rank 1 paused (SIGSTOP) mid-training, ddp-train --timeout 3: rank 0's
-#                    watchdog gives up after the group's 3 s (not a 300 s default of the DDP
-#                    layer: issue 28), naming 3000 ms; ddprun exits 4; no process is left
+#                    watchdog gives up after the group's 3 s, naming 3000 ms; ddprun exits
+#                    4; no process is left. (That --timeout reaches the group; that no wait
+#                    of the DDP layer keeps a 300 s of its own is test_ch08_group_deadline's.)
 #   start-up         a stop signal while a rank waits in the rendezvous for a rank that
 #                    never comes (rank 0 serving the store, rank 1 dialling it): the rank
 #                    exits 75 at once, saying it stopped before the first step, instead of
