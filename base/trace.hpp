@@ -18,6 +18,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace ddp::detail {
@@ -122,6 +123,11 @@ Mark mark();  // now, to summarize from later (the start of an epoch)
 Summary summarize_since(Mark from);
 // The same computation on any list of events, over [from_ns, to_ns].
 Summary summarize(const std::vector<Event>& events, std::int64_t from_ns, std::int64_t to_ns);
+// The exposed time of Note [Overlap summary] as the intervals it is made of: the time
+// covered by "wait" spans, clipped to [from_ns, to_ns], sorted and disjoint ([begin, end)
+// in ns). summarize's exposed_ms is their total length; ddp-trace-merge --svg shades them.
+std::vector<std::pair<std::int64_t, std::int64_t>> exposed_intervals(
+    const std::vector<Event>& events, std::int64_t from_ns, std::int64_t to_ns);
 
 // ---- A timeline in text -----------------------------------------------------------------
 // [from_ns, to_ns] drawn in `columns` characters, one row per thread that recorded a
