@@ -85,8 +85,8 @@ int main(int argc, char** argv) {
       }
       const auto rows = ddp::trace_merge::read_metrics(files[0]);
       ddp::svg::write_file(metrics_out, ddp::trace_merge::draw_metrics(rows, files[0]));
-      std::printf("ddp-trace-merge: %zu epoch%s -> %s\n", rows.size(),
-                  rows.size() == 1 ? "" : "s", metrics_out.c_str());
+      std::printf("ddp-trace-merge: %zu epoch%s -> %s\n", rows.size(), rows.size() == 1 ? "" : "s",
+                  metrics_out.c_str());
       return 0;
     }
     if (!svg_out.empty()) {

@@ -51,8 +51,8 @@ std::vector<MetricsRow> read_metrics(const std::string& path) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.empty()) continue;
     const std::vector<std::string> fields = split(line);
-    DDP_CHECK(fields.size() == header.size(), "ddp-trace-merge: ", path, ":", number,
-              ": expected ", header.size(), " fields as in the header, found ", fields.size());
+    DDP_CHECK(fields.size() == header.size(), "ddp-trace-merge: ", path, ":", number, ": expected ",
+              header.size(), " fields as in the header, found ", fields.size());
     double values[4];
     for (int c = 0; c < 4; ++c) {
       const std::string& field = fields[column[c]];

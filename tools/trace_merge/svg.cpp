@@ -13,11 +13,20 @@ std::string escape(std::string_view text) {
   std::string out;
   for (const char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -43,9 +52,8 @@ Writer::Writer(double width, double height, std::string_view css)
 
 void Writer::rect(double x, double y, double width, double height, std::string_view css_class,
                   std::string_view title) {
-  body_ += std::string(2 * depth_, ' ') + "<rect class=\"" + escape(css_class) + "\" x=\"" +
-           px(x) + "\" y=\"" + px(y) + "\" width=\"" + px(width) + "\" height=\"" + px(height) +
-           "\"";
+  body_ += std::string(2 * depth_, ' ') + "<rect class=\"" + escape(css_class) + "\" x=\"" + px(x) +
+           "\" y=\"" + px(y) + "\" width=\"" + px(width) + "\" height=\"" + px(height) + "\"";
   body_ += title.empty() ? "/>\n" : "><title>" + escape(title) + "</title></rect>\n";
 }
 
@@ -56,9 +64,9 @@ void Writer::line(double x1, double y1, double x2, double y2, std::string_view c
 
 void Writer::text(double x, double y, std::string_view content, std::string_view css_class,
                   std::string_view anchor) {
-  body_ += std::string(2 * depth_, ' ') + "<text class=\"" + escape(css_class) + "\" x=\"" +
-           px(x) + "\" y=\"" + px(y) + "\" text-anchor=\"" + escape(anchor) + "\">" +
-           escape(content) + "</text>\n";
+  body_ += std::string(2 * depth_, ' ') + "<text class=\"" + escape(css_class) + "\" x=\"" + px(x) +
+           "\" y=\"" + px(y) + "\" text-anchor=\"" + escape(anchor) + "\">" + escape(content) +
+           "</text>\n";
 }
 
 void Writer::polyline(const std::vector<std::pair<double, double>>& points,
@@ -97,10 +105,10 @@ std::string Writer::str() const {
   DDP_CHECK(depth_ == 1, "svg::Writer: ", depth_ - 1, " group(s) left open");
   // width/height and a viewBox: drawn at its size, and scaled as a whole when embedded.
   return "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + px(width_) + "\" height=\"" +
-         px(height_) + "\" viewBox=\"0 0 " + px(width_) + " " + px(height_) + "\"" +
-         (root_attributes_.empty() ? "" : " ") + root_attributes_ + ">\n<style>\n" + css_ +
-         "</style>\n" + body_ + "</svg>\n";
+         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" +
+         px(width_) + "\" height=\"" + px(height_) + "\" viewBox=\"0 0 " + px(width_) + " " +
+         px(height_) + "\"" + (root_attributes_.empty() ? "" : " ") + root_attributes_ +
+         ">\n<style>\n" + css_ + "</style>\n" + body_ + "</svg>\n";
 }
 
 void write_file(const std::string& path, const std::string& document) {

@@ -27,8 +27,7 @@ class Writer {
   // anchor: "start", "middle" or "end" of the text at x; y is the baseline.
   void text(double x, double y, std::string_view content, std::string_view css_class,
             std::string_view anchor = "start");
-  void polyline(const std::vector<std::pair<double, double>>& points,
-                std::string_view css_class);
+  void polyline(const std::vector<std::pair<double, double>>& points, std::string_view css_class);
   void circle(double cx, double cy, double r, std::string_view css_class,
               std::string_view title = "");
   // `attributes`: extra attributes written as given (already escaped: numbers, names),

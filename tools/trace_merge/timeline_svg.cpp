@@ -75,9 +75,9 @@ struct Span {
 
 struct RankEvents {
   int rank = 0;
-  std::vector<Span> main, comm;           // the main thread's spans; the collectives
+  std::vector<Span> main, comm;                  // the main thread's spans; the collectives
   std::vector<std::pair<double, int>> launches;  // (ms, bucket) from the Reducer's instants
-  std::vector<trace::Event> recorded;     // the same, as base/trace's summary reads them
+  std::vector<trace::Event> recorded;            // the same, as base/trace's summary reads them
 };
 
 double number(const json::Value& e, const char* key) {
@@ -156,8 +156,7 @@ std::vector<RankEvents> by_rank(const Merged& merged) {
       s.category = category;
       s.name = s.label = name;
       const bool known = category == "forward" || category == "backward" ||
-                         category == "optimizer" || category == "wait" ||
-                         category == "evaluation";
+                         category == "optimizer" || category == "wait" || category == "evaluation";
       s.css = category == "comm" ? "collective" : known ? category : "other";
       (category == "comm" ? r.comm : r.main).push_back(s);
       r.recorded.push_back(trace::Event{trace::Phase::Complete, to_ns(s.begin_ms),
@@ -292,7 +291,8 @@ double draw_rank(svg::Writer& out, const RankEvents& r, const Scale& scale, doub
   out.open_group("exposed-time", "data-exposed-ms=\"" + format("%.3f", sum.exposed_ms) + "\"");
   for (const auto& [begin_ns, end_ns] :
        trace::exposed_intervals(r.recorded, to_ns(scale.from_ms), to_ns(scale.to_ms))) {
-    const double begin = static_cast<double>(begin_ns) / 1e6, end = static_cast<double>(end_ns) / 1e6;
+    const double begin = static_cast<double>(begin_ns) / 1e6,
+                 end = static_cast<double>(end_ns) / 1e6;
     out.rect(scale.x(begin), main_top, (end - begin) * scale.px_per_ms, bottom - main_top,
              "exposed", "exposed: " + format("%.3f ms", end - begin));
   }
@@ -376,8 +376,8 @@ std::string draw_timeline(const Merged& merged, const TimelineOptions& options) 
   // The height is known only once every rank's levels are: lay out first, then write.
   double rows_height = 0;
   for (const RankEvents& r : ranks) {
-    rows_height += kHeader + (lane_levels(r.main) + lane_levels(r.comm)) * kLevel + kLaneGap +
-                   kRankGap;
+    rows_height +=
+        kHeader + (lane_levels(r.main) + lane_levels(r.comm)) * kLevel + kLaneGap + kRankGap;
   }
   const double axis_y = kTop + rows_height;
   const double height = axis_y + kAxis + legend_positions().back().second + kLegendRow + 8;

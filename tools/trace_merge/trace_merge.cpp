@@ -17,8 +17,8 @@ namespace {
 
 struct RankTrace {
   std::string path;
-  std::vector<int> ranks;  // one, from otherData.rank; several for a file merged before
-  bool rewrite_pid = true; // every event's pid becomes ranks[0]
+  std::vector<int> ranks;   // one, from otherData.rank; several for a file merged before
+  bool rewrite_pid = true;  // every event's pid becomes ranks[0]
   std::optional<double> start_unix_us;
   json::Array events;
 };
@@ -82,8 +82,8 @@ RankTrace read_trace(const std::string& path) {
   DDP_CHECK(!trace.ranks.empty(), "ddp-trace-merge: ", path,
             " names no rank (otherData.rank or a pid)");
   if (other != nullptr && other->find("start_unix_us") != nullptr) {
-    trace.start_unix_us = number_or(other->find("start_unix_us"), 0.0, path,
-                                    "otherData.start_unix_us");
+    trace.start_unix_us =
+        number_or(other->find("start_unix_us"), 0.0, path, "otherData.start_unix_us");
   }
   return trace;
 }
@@ -106,8 +106,8 @@ Merged merge(const std::vector<std::string>& inputs) {
     for (std::size_t i = 0; i + 1 < traces.size(); ++i) {
       for (const int rank : traces.back().ranks) {
         const std::vector<int>& seen = traces[i].ranks;
-        DDP_CHECK(std::find(seen.begin(), seen.end(), rank) == seen.end(), "ddp-trace-merge: ",
-                  traces[i].path, " and ", path, " are both rank ", rank,
+        DDP_CHECK(std::find(seen.begin(), seen.end(), rank) == seen.end(),
+                  "ddp-trace-merge: ", traces[i].path, " and ", path, " are both rank ", rank,
                   "\nhint: give each rank's file once");
       }
     }
@@ -133,8 +133,9 @@ Merged merge(const std::vector<std::string>& inputs) {
     }
     for (json::Value& e : t.events) {
       const json::Value* name = e.find("name");
-      if (name && name->is_string() && (std::get<std::string>(name->v) == "process_name" ||
-                                        std::get<std::string>(name->v) == "process_sort_index")) {
+      if (name && name->is_string() &&
+          (std::get<std::string>(name->v) == "process_name" ||
+           std::get<std::string>(name->v) == "process_sort_index")) {
         continue;  // replaced by "rank R" above
       }
       if (t.rewrite_pid) {

@@ -77,8 +77,8 @@ class XmlReader {
   }
   std::string name() {
     const std::size_t begin = i_;
-    while (i_ < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[i_])) ||
-                              s_[i_] == '-' || s_[i_] == ':' || s_[i_] == '_')) {
+    while (i_ < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[i_])) || s_[i_] == '-' ||
+                              s_[i_] == ':' || s_[i_] == '_')) {
       ++i_;
     }
     REQUIRE(i_ > begin);
@@ -159,15 +159,16 @@ std::string rank_file(int rank, std::vector<Span>& spans) {
                        R"(,"tid":2,"name":"thread_name","args":{"name":"main"}})";
   const auto span = [&](int tid, double ts, double dur, const std::string& cat,
                         const std::string& name) {
-    events += ",\n{\"ph\":\"X\",\"pid\":" + std::to_string(rank) + ",\"tid\":" +
-              std::to_string(tid) + ",\"ts\":" + std::to_string(ts) + ",\"dur\":" +
-              std::to_string(dur) + ",\"cat\":\"" + cat + "\",\"name\":\"" + name + "\"}";
+    events += ",\n{\"ph\":\"X\",\"pid\":" + std::to_string(rank) +
+              ",\"tid\":" + std::to_string(tid) + ",\"ts\":" + std::to_string(ts) +
+              ",\"dur\":" + std::to_string(dur) + ",\"cat\":\"" + cat + "\",\"name\":\"" + name +
+              "\"}";
     spans.push_back(Span{rank, ts + (rank == 1 ? kStartShiftUs : 0), dur, cat, name});
   };
   const auto instant = [&](double ts, const std::string& cat, const std::string& name) {
     events += ",\n{\"ph\":\"i\",\"s\":\"t\",\"pid\":" + std::to_string(rank) +
-              ",\"tid\":2,\"ts\":" + std::to_string(ts) + ",\"cat\":\"" + cat +
-              "\",\"name\":\"" + name + "\"}";
+              ",\"tid\":2,\"ts\":" + std::to_string(ts) + ",\"cat\":\"" + cat + "\",\"name\":\"" +
+              name + "\"}";
   };
   span(1, 100, 800, "comm", "broadcast of 1226442 float32 from rank 0");  // before the window
   for (int k = 0; k < 3; ++k) {
@@ -190,8 +191,10 @@ std::string rank_file(int rank, std::vector<Span>& spans) {
     if (rank == 0 && k == 1) span(1, base + 32000, 4000, "comm", "all_gather of 1 int64");
   }
   return R"({"traceEvents":[
-)" + events + R"(
-],"otherData":{"rank":)" + std::to_string(rank) + R"(,"start_unix_us":)" +
+)" + events +
+         R"(
+],"otherData":{"rank":)" +
+         std::to_string(rank) + R"(,"start_unix_us":)" +
          std::to_string(1e9 + (rank == 1 ? kStartShiftUs : 0)) + "}}\n";
 }
 
@@ -233,9 +236,10 @@ struct Fixture {
 
 }  // namespace
 
-TEST_CASE("the timeline SVG: a row per rank, a rect per span on the stated scale, exposed "
-          "time shaded",
-          "[ch07][trace]") {
+TEST_CASE(
+    "the timeline SVG: a row per rank, a rect per span on the stated scale, exposed "
+    "time shaded",
+    "[ch07][trace]") {
   Fixture f;
   tool::TimelineOptions options;
   options.steps = 2;
@@ -269,7 +273,8 @@ TEST_CASE("the timeline SVG: a row per rank, a rect per span on the stated scale
       if (s.rank != rank) continue;
       const double begin = std::max(s.ts_us / 1000, kFromMs);
       const double end = std::min((s.ts_us + s.dur_us) / 1000, kToMs);
-      if (end > begin) expected.emplace_back(left + (begin - from) * px_per_ms, (end - begin) * px_per_ms);
+      if (end > begin)
+        expected.emplace_back(left + (begin - from) * px_per_ms, (end - begin) * px_per_ms);
     }
     for (const Element* r : row.all("rect", "span")) {
       drawn.emplace_back(r->number("x"), r->number("width"));
@@ -385,14 +390,16 @@ TEST_CASE("ddp-trace-merge --svg and --metrics-svg: bad input names the file", "
 
   const std::string no_csv = (dir.path() / "missing.csv").string();
   CHECK_THROWS_WITH(tool::read_metrics(no_csv), Catch::Contains("cannot open " + no_csv));
-  const std::string header = "epoch,train_loss,test_loss,test_accuracy,images_per_second,train_seconds\n";
+  const std::string header =
+      "epoch,train_loss,test_loss,test_accuracy,images_per_second,train_seconds\n";
   const auto csv = dir.path() / "m.csv";
   const auto refused = [&](const std::string& text, const std::string& message) {
     write_text(csv, text);
     CHECK_THROWS_WITH(tool::read_metrics(csv.string()), Catch::Contains(csv.string() + message));
   };
   refused(header + "1,0.5,0.4,abc,500,10\n", ":2: test_accuracy is 'abc', not a number");
-  refused(header + "1,0.5,0.4,90,500,10\n2,0.3,0.2\n", ":3: expected 6 fields as in the header, found 3");
+  refused(header + "1,0.5,0.4,90,500,10\n2,0.3,0.2\n",
+          ":3: expected 6 fields as in the header, found 3");
   refused("epoch,loss\n1,0.5\n", ": the header 'epoch,loss' has no column train_loss");
   refused(header, " has a header but no rows");
   refused("", " is empty");

@@ -53,7 +53,8 @@ for input in "two.rank0.json two.rank1.json" two.json; do
       fail "--svg two.svg $input: no row for rank $rank"
   done
 done
-"$merge" --metrics-svg two-metrics.svg two.csv >svg.log 2>&1 && grep -q 'data-rows="1"' two-metrics.svg ||
+"$merge" --metrics-svg two-metrics.svg two.csv >svg.log 2>&1 &&
+  grep -q 'data-rows="1"' two-metrics.svg ||
   { cat svg.log; fail "--metrics-svg: no picture of the run's one epoch"; }
 rc=0
 "$merge" --metrics-svg m.svg missing.csv >svg.log 2>&1 || rc=$?
