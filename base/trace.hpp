@@ -1,12 +1,13 @@
 // ddp::trace: a timeline recorder, to SEE compute and communication overlap. Chapter 07.
 //
 // Code marks what it does -- a module's forward, a collective on the process group's
-// communication thread, the main thread blocked in Work::wait -- and write()
-// saves the timeline as a Chrome/Perfetto JSON file (open it at ui.perfetto.dev). It
-// sits in the lowest layer because nn, the process groups of dist/ and the DDP layer all
-// record into it. Off (the default), every call below is one relaxed atomic load and a
-// branch. It does not sample, profile GPU kernels (times are the host's: on a GPU a span
-// ends when its kernels are queued) or limit its memory (a run of hours wants a limit).
+// communication thread, the main thread blocked in Work::wait -- and write() saves the
+// timeline as a Chrome/Perfetto JSON file (open it at ui.perfetto.dev, or draw it offline:
+// ddp-trace-merge --svg). It sits in the lowest layer because nn, the process groups of
+// dist/ and the DDP layer all record into it. Off (the default), every call below is one
+// relaxed atomic load and a branch. It does not sample, profile GPU kernels (times are
+// the host's: on a GPU a span ends when its kernels are queued) or limit its memory (a
+// run of hours wants a limit).
 //
 //   trace::start(rank);                        // pid in the file = rank
 //   { trace::Span span("forward", "block1"); ... }  // one complete event on this thread
