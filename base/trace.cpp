@@ -300,8 +300,18 @@ double to_ms(std::int64_t ns) { return static_cast<double>(ns) / 1e6; }
 
 }  // namespace
 
+std::vector<Interval> exposed_intervals(const std::vector<Event>& events, std::int64_t from_ns,
+                                        std::int64_t to_ns) {
+  std::vector<Interval> wait;
+  for (const Event& e : events) {
+    if (e.phase != Phase::Complete || e.category != "wait") continue;
+    wait.emplace_back(std::max(e.ts_ns, from_ns), std::min(e.ts_ns + e.dur_ns, to_ns));
+  }
+  return merge(std::move(wait));  // drops what the clip left empty
+}
+
 Summary summarize(const std::vector<Event>& events, std::int64_t from_ns, std::int64_t to_ns) {
-  std::vector<Interval> compute, comm, wait;
+  std::vector<Interval> compute, comm;
   auto clip = [&](std::int64_t begin, std::int64_t end) {
     return Interval{std::max(begin, from_ns), std::min(end, to_ns)};
   };
@@ -310,10 +320,9 @@ Summary summarize(const std::vector<Event>& events, std::int64_t from_ns, std::i
     const Interval i = clip(e.ts_ns, e.ts_ns + e.dur_ns);
     if (is_compute(e.category)) compute.push_back(i);
     if (e.category == "comm") comm.push_back(i);
-    if (e.category == "wait") wait.push_back(i);
   }
   const std::vector<Interval> compute_union = merge(std::move(compute));
-  const std::vector<Interval> wait_union = merge(std::move(wait));
+  const std::vector<Interval> wait_union = exposed_intervals(events, from_ns, to_ns);
   Summary s;
   s.compute_ms = to_ms(length(compute_union) - overlap_length(compute_union, wait_union));
   s.communication_ms = to_ms(length(merge(std::move(comm))));

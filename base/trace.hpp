@@ -1,12 +1,13 @@
 // ddp::trace: a timeline recorder, to SEE compute and communication overlap. Chapter 07.
 //
 // Code marks what it does -- a module's forward, a collective on the process group's
-// communication thread, the main thread blocked in Work::wait -- and write()
-// saves the timeline as a Chrome/Perfetto JSON file (open it at ui.perfetto.dev). It
-// sits in the lowest layer because nn, the process groups of dist/ and the DDP layer all
-// record into it. Off (the default), every call below is one relaxed atomic load and a
-// branch. It does not sample, profile GPU kernels (times are the host's: on a GPU a span
-// ends when its kernels are queued) or limit its memory (a run of hours wants a limit).
+// communication thread, the main thread blocked in Work::wait -- and write() saves the
+// timeline as a Chrome/Perfetto JSON file (open it at ui.perfetto.dev, or draw it offline:
+// ddp-trace-merge --svg). It sits in the lowest layer because nn, the process groups of
+// dist/ and the DDP layer all record into it. Off (the default), every call below is one
+// relaxed atomic load and a branch. It does not sample, profile GPU kernels (times are
+// the host's: on a GPU a span ends when its kernels are queued) or limit its memory (a
+// run of hours wants a limit).
 //
 //   trace::start(rank);                        // pid in the file = rank
 //   { trace::Span span("forward", "block1"); ... }  // one complete event on this thread
@@ -18,6 +19,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace ddp::detail {
@@ -122,6 +124,11 @@ Mark mark();  // now, to summarize from later (the start of an epoch)
 Summary summarize_since(Mark from);
 // The same computation on any list of events, over [from_ns, to_ns].
 Summary summarize(const std::vector<Event>& events, std::int64_t from_ns, std::int64_t to_ns);
+// The exposed time of Note [Overlap summary] as the intervals it is made of: the time
+// covered by "wait" spans, clipped to [from_ns, to_ns], sorted and disjoint ([begin, end)
+// in ns). summarize's exposed_ms is their total length; ddp-trace-merge --svg shades them.
+std::vector<std::pair<std::int64_t, std::int64_t>> exposed_intervals(
+    const std::vector<Event>& events, std::int64_t from_ns, std::int64_t to_ns);
 
 // ---- A timeline in text -----------------------------------------------------------------
 // [from_ns, to_ns] drawn in `columns` characters, one row per thread that recorded a

@@ -3,7 +3,8 @@
 # with: ddp-train on two nodes, gradients all-reduced in buckets by the Reducer while
 # backward still runs, every rank recording a timeline (--trace). ddp-doctor runs first,
 # under the same launcher; after training the ranks' timelines are merged into one file,
-# ch07_multinode-<job id>.json, and its path printed (open it in ui.perfetto.dev).
+# ch07_multinode-<job id>.json, and its path printed (open it in ui.perfetto.dev, or
+# offline: ddp-trace-merge --svg OUT.svg TRACE.json draws it for any browser).
 #
 #   sbatch launch/ch07_multinode.sh                       # srun: one task per rank
 #   DDP_LAUNCH=ddprun sbatch launch/ch07_multinode.sh     # srun: one ddprun per node

@@ -132,7 +132,8 @@ ddp_merge_trace() {
     "$merge" "$trace" "${files[@]}" || return 1   # keeps the rank files
     rm -f "${files[@]}"
   fi
-  echo "trace: $trace (open it in https://ui.perfetto.dev: one process per rank)"
+  echo "trace: $trace (open it in https://ui.perfetto.dev: one process per rank;" \
+    "offline: $merge --svg ${trace%.json}.svg $trace, for any browser)"
 }
 
 # ---- The job's hosts, master address and port ----------------------------------------

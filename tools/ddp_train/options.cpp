@@ -103,7 +103,8 @@ trains on its shard and gradients are averaged; alone, it is one process.
 Seeing the overlap (chapter 07):
   --trace FILE.json     record a timeline (open it in ui.perfetto.dev) and print a
                         compute/communication summary per epoch; with several ranks,
-                        rank R writes FILE.rankR.json (merge them: ddp-trace-merge)
+                        rank R writes FILE.rankR.json (merge them: ddp-trace-merge;
+                        offline, ddp-trace-merge --svg draws them for any browser)
   --width K             every layer's channels x K (default 1: 77,754 parameters;
                         2: 308,074; 4: 1,226,442)
 

@@ -11,12 +11,29 @@
 #include <string>
 #include <vector>
 
+#include "tools/trace_merge/json.hpp"
+
 namespace ddp::trace_merge {
 
-// Reads `inputs`, writes the merged timeline to `output`. ddp::Error naming the file for
-// a missing or unreadable input, one that is not JSON or not a Chrome trace, two inputs
-// of the same rank, or an output that cannot be written. Returns the ranks merged, in
-// the order of `inputs`.
+// The merged timeline: every input's events on one time axis (microseconds since the
+// earliest start()), each event's pid its rank, and a process_name "rank R" per rank.
+struct Merged {
+  std::vector<std::string> inputs;  // the files, as given
+  std::vector<int> ranks;           // the ranks merged, in the order of `inputs`
+  json::Array events;
+};
+
+// Reads and merges `inputs`. ddp::Error naming the file for a missing or unreadable input,
+// one that is not JSON or not a Chrome trace, an event whose pid, ts or dur is not a
+// number, and two inputs holding the same rank. A file merged before (no otherData.rank,
+// events of several pids) keeps its pids: each is a rank.
+Merged merge(const std::vector<std::string>& inputs);
+
+// Writes `merged` as a Chrome trace (for ui.perfetto.dev); ddp::Error naming `output` when
+// it cannot be written.
+void write_json(const std::string& output, const Merged& merged);
+
+// merge + write_json. Returns the ranks merged, in the order of `inputs`.
 std::vector<int> merge_files(const std::string& output, const std::vector<std::string>& inputs);
 
 }  // namespace ddp::trace_merge

@@ -5,7 +5,9 @@
 # trace file with the network's forward and backward spans by module path, the
 # optimizer step and the evaluation. Two ranks under ddprun: rank R writes
 # FILE.rankR.json (no FILE.json), only rank 0 prints the summary, and ddp-trace-merge
-# joins the two files into processes "rank 0" and "rank 1". --width 2 trains; resuming
+# joins the two files into processes "rank 0" and "rank 1"; --svg draws them, from the
+# rank files and from the merged one, a row per rank, and --metrics-svg draws the run's
+# --metrics file (test_trace_svg.cpp checks the pictures' geometry). --width 2 trains; resuming
 # its checkpoint with another width is refused, naming the flag.
 set -u
 bin=$1 ddprun=$2 merge=$3 data=$4 work=$5
@@ -28,7 +30,8 @@ done
 # ---- two ranks, merged
 rc=0
 timeout 120 "$ddprun" --nproc-per-node 2 "$bin" --data "$data" --device cpu --threads 1 \
-  --seed 3 --global-batch-size 32 --epochs 1 --trace two.json >two.log 2>&1 || rc=$?
+  --seed 3 --global-batch-size 32 --epochs 1 --trace two.json --metrics two.csv \
+  >two.log 2>&1 || rc=$?
 ((rc == 0)) || { cat two.log; fail "ddprun -n 2 ddp-train --trace exited $rc"; }
 [ -s two.rank0.json ] && [ -s two.rank1.json ] && [ ! -e two.json ] ||
   { ls; fail "2 ranks should write two.rank0.json and two.rank1.json, not two.json"; }
@@ -42,6 +45,21 @@ for rank in 0 1; do
   grep -q "\"name\":\"process_name\",\"args\":{\"name\":\"rank $rank\"}" two.json ||
     fail "the merged file has no process 'rank $rank'"
 done
+for input in "two.rank0.json two.rank1.json" two.json; do
+  # shellcheck disable=SC2086  # two file names
+  "$merge" --svg two.svg $input >svg.log 2>&1 || { cat svg.log; fail "--svg two.svg $input"; }
+  for rank in 0 1; do
+    grep -q "<g class=\"rank\" data-rank=\"$rank\">" two.svg ||
+      fail "--svg two.svg $input: no row for rank $rank"
+  done
+done
+"$merge" --metrics-svg two-metrics.svg two.csv >svg.log 2>&1 &&
+  grep -q 'data-rows="1"' two-metrics.svg ||
+  { cat svg.log; fail "--metrics-svg: no picture of the run's one epoch"; }
+rc=0
+"$merge" --metrics-svg m.svg missing.csv >svg.log 2>&1 || rc=$?
+((rc == 1)) && grep -q 'cannot open missing.csv' svg.log ||
+  { cat svg.log; fail "--metrics-svg of a missing file should fail naming it (exit $rc)"; }
 rc=0
 "$merge" bad.json two.rank0.json missing.json >merge3.log 2>&1 || rc=$?
 ((rc == 1)) && grep -q 'cannot open missing.json' merge3.log ||
