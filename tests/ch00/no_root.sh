@@ -80,7 +80,8 @@ as_user() { runuser -u "$user" -- "$@"; }
 
 # One folder per run in the user's home: runs of this test from other checkouts on the same
 # machine share the user, not the folder.
-work=$(as_user mktemp -d "$home/ddp.cpp.XXXXXX") || fail "mktemp in $home failed"
+work=$home/ddp.cpp.$$.$RANDOM
+as_user mkdir -m 700 "$work" || fail "cannot make $work as $user"
 nap=60.$RANDOM   # the hanging rank's sleep, found by this exact number below
 cleanup() {
   pkill -KILL -u "$user" -f -- "$work/|sleep $nap" 2>/dev/null
