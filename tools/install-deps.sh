@@ -7,7 +7,7 @@
 # Reports, without failing when absent: nvcc (PATH or /usr/local/cuda/bin) and a usable
 # GPU (nvidia-smi). The CUDA toolkit itself is not installed here: clusters provide it
 # (`module load cuda`), and the CPU build needs none of it. On other systems, or without
-# root, it says what to get instead (modules, Spack: README.md, "On a cluster without apt").
+# root, it says what to get instead (modules, Spack: README.md, "On a cluster without root").
 #
 #   tools/install-deps.sh             # install what is missing, then print a summary
 #   tools/install-deps.sh --dry-run   # only say what is missing (exit 1 when anything is);
@@ -104,7 +104,7 @@ case $system in
   $NEEDS" ;;
   *) die "$os_name: this script knows apt (Debian, Ubuntu) and dnf (Fedora; RHEL, Rocky,
   AlmaLinux 8 and 9) only. Install these with your package manager, as modules or with
-  Spack (README.md, \"On a cluster without apt\"):
+  Spack (README.md, \"On a cluster without root\"):
   $NEEDS
   then configure with: cmake --preset release" ;;
 esac
@@ -141,7 +141,7 @@ install_missing() {
     fi
     die "not root and no sudo: ask an administrator to run
   $how
-  or load them as modules or with Spack (README.md, \"On a cluster without apt\")"
+  or load them as modules or with Spack (README.md, \"On a cluster without root\")"
   fi
   command -v "$manager" >/dev/null 2>&1 || die "$manager not found; install by hand: ${missing[*]}"
 

@@ -46,7 +46,7 @@ no_orphans() {
   sleep 0.5
   if pgrep -f -- "--tag $work/" >/dev/null; then
     pgrep -af -- "--tag $work/"
-    pkill -9 -f -- "--tag $work/"
+    pkill -9 -u "$EUID" -f -- "--tag $work/"
     fail "processes left behind"
   fi
 }

@@ -66,7 +66,7 @@ done
 sleep 0.5
 if pgrep -f -- "--tag $work/" >/dev/null; then
   pgrep -af -- "--tag $work/"
-  pkill -9 -f -- "--tag $work/"
+  pkill -9 -u "$EUID" -f -- "--tag $work/"
   fail "processes left behind"
 fi
 grep -h "a second ddprun" A.b.log | head -1 | cut -c1-200
