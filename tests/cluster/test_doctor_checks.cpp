@@ -174,8 +174,8 @@ TEST_CASE("ddp-doctor: 3 ranks on a node with 2 GPUs share them as ddp-train doe
   const std::vector<std::string> uuids = {"GPU-00010000-0000-0000-0000-000000000000",
                                           "GPU-00010001-0000-0000-0000-000000000000"};
   for (RankReport& r : reports) ddp::doctor::place_rank(r, uuids, "4,5", "");
-  const std::string out = ddp::doctor::format_findings(
-      reports, ddp::doctor::find_problems(reports), /*nccl_built=*/true);
+  const std::string out = ddp::doctor::format_findings(reports, ddp::doctor::find_problems(reports),
+                                                       /*nccl_built=*/true);
   // Rank 2 trains on cuda:0 with rank 0 (it threw "sees only 2 GPU(s)" before); the table,
   // the backend auto would pick, and the problem.
   CHECK(out ==
