@@ -152,11 +152,11 @@ if(NOT DDP_CUDA STREQUAL "OFF")
       if(_ddp_caps AND _ddp_asked STREQUAL "native")
         # FORCE: -D...=native put "native" in the cache. Cached resolved, a later configure
         # (a login node without the GPU) keeps it; -D...=native again resolves again.
-        list(TRANSFORM _ddp_caps APPEND "-real")
-        set(CMAKE_CUDA_ARCHITECTURES "${_ddp_caps}" CACHE STRING
+        list(TRANSFORM _ddp_caps APPEND "-real" OUTPUT_VARIABLE _ddp_real)
+        set(CMAKE_CUDA_ARCHITECTURES "${_ddp_real}" CACHE STRING
             "CUDA architectures (native: those nvidia-smi listed)" FORCE)
-        message(STATUS "ddp.cpp: native CUDA architectures: nvidia-smi lists "
-                       "${_ddp_caps}, building for them (CMAKE_CUDA_ARCHITECTURES=${_ddp_caps})")
+        message(STATUS "ddp.cpp: native: nvidia-smi lists GPUs of compute capability "
+                       "${_ddp_caps}: building for them (CMAKE_CUDA_ARCHITECTURES=${_ddp_real})")
       elseif(_ddp_caps)
         # Cached: a later configure (after a git pull, on a login node without the GPU)
         # keeps it.

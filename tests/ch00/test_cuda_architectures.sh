@@ -54,7 +54,8 @@ printf '#!/bin/sh\necho 7.5; echo 8.6\n' >"$work/fakebin/nvidia-smi"
 configure "$work/asked" -DCMAKE_CUDA_ARCHITECTURES=native
 [[ $(archs "$work/asked") == "75-real;86-real" ]] ||
   fail "-DCMAKE_CUDA_ARCHITECTURES=native, GPUs 7.5 and 8.6: built for '$(archs "$work/asked")'"
-grep -q 'native CUDA architectures: nvidia-smi lists 75-real;86-real' "$work/asked.log" ||
+said='native: nvidia-smi lists GPUs of compute capability 75;86: building for them'
+grep -qF "$said (CMAKE_CUDA_ARCHITECTURES=75-real;86-real)" "$work/asked.log" ||
   fail "the configure did not say what native became"
 CUDAARCHS=native configure "$work/asked" -UCMAKE_CUDA_ARCHITECTURES
 [[ $(archs "$work/asked") == "75-real;86-real" ]] ||
