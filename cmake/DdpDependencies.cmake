@@ -108,10 +108,17 @@ if(NOT DDP_CUDA STREQUAL "OFF")
 
   if(DDP_CUDA STREQUAL "ON" OR CMAKE_CUDA_COMPILER)
     # Which GPUs to build for (Note [Which GPUs a build runs on], tensor/cuda/
-    # architectures.hpp). Asked (-D or $CUDAARCHS): as asked. Else, where nvidia-smi lists GPUs:
-    # theirs (a T4 gets 75, an L4 89), said in a line. Else A100 = sm_80 and H100/H200 =
-    # sm_90 (SASS for both, plus PTX of sm_90 that newer GPUs compile at load time).
-    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES AND NOT DEFINED ENV{CUDAARCHS})
+    # architectures.hpp). Asked (-D or $CUDAARCHS): as asked, except "native", which is
+    # resolved here to the GPUs nvidia-smi lists, as "-real" (CMake's own meaning of it),
+    # so that the build and the backend's check both know them. Else, where nvidia-smi lists
+    # GPUs: theirs (a T4 gets 75, an L4 89), said in a line. Else A100 = sm_80 and
+    # H100/H200 = sm_90 (SASS for both, plus PTX of sm_90 that newer GPUs compile at load
+    # time).
+    set(_ddp_asked "$ENV{CUDAARCHS}")
+    if(DEFINED CMAKE_CUDA_ARCHITECTURES)
+      set(_ddp_asked "${CMAKE_CUDA_ARCHITECTURES}")
+    endif()
+    if(_ddp_asked STREQUAL "" OR _ddp_asked STREQUAL "native")
       find_program(DDP_NVIDIA_SMI nvidia-smi)
       set(_ddp_caps "")
       if(DDP_NVIDIA_SMI)
@@ -142,7 +149,15 @@ if(NOT DDP_CUDA STREQUAL "OFF")
           endif()
         endforeach()
       endif()
-      if(_ddp_caps)
+      if(_ddp_caps AND _ddp_asked STREQUAL "native")
+        # FORCE: -D...=native put "native" in the cache. Cached resolved, a later configure
+        # (a login node without the GPU) keeps it; -D...=native again resolves again.
+        list(TRANSFORM _ddp_caps APPEND "-real" OUTPUT_VARIABLE _ddp_real)
+        set(CMAKE_CUDA_ARCHITECTURES "${_ddp_real}" CACHE STRING
+            "CUDA architectures (native: those nvidia-smi listed)" FORCE)
+        message(STATUS "ddp.cpp: native: nvidia-smi lists GPUs of compute capability "
+                       "${_ddp_caps}: building for them (CMAKE_CUDA_ARCHITECTURES=${_ddp_real})")
+      elseif(_ddp_caps)
         # Cached: a later configure (after a git pull, on a login node without the GPU)
         # keeps it.
         set(CMAKE_CUDA_ARCHITECTURES "${_ddp_caps}" CACHE STRING
@@ -151,9 +166,11 @@ if(NOT DDP_CUDA STREQUAL "OFF")
                        "building for them (CMAKE_CUDA_ARCHITECTURES=${_ddp_caps}); for other "
                        "GPUs (a login node's may differ from the compute nodes'), pass "
                        "-DCMAKE_CUDA_ARCHITECTURES")
-      else()
+      elseif(NOT _ddp_asked STREQUAL "native")
         set(CMAKE_CUDA_ARCHITECTURES "80-real;90")
       endif()
+      # "native" that nvidia-smi could not resolve stays CMake's: enable_language detects the
+      # GPUs (CMAKE_CUDA_ARCHITECTURES_NATIVE), which tensor/CMakeLists.txt hands the check.
     endif()
     enable_language(CUDA)
     set(CMAKE_CUDA_STANDARD 20)

@@ -55,6 +55,12 @@ int gpu_for_local_rank(int local_rank, int visible_gpus) {
   return local_rank >= 0 && local_rank < visible_gpus ? local_rank : -1;
 }
 
+int training_gpu(int local_rank, int visible_gpus) {
+  if (visible_gpus <= 0) return -1;
+  const int gpu = gpu_for_local_rank(local_rank, visible_gpus);
+  return gpu >= 0 ? gpu : local_rank % visible_gpus;
+}
+
 const char* to_string(Launcher launcher) {
   switch (launcher) {
     case Launcher::Torchrun:

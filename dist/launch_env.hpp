@@ -51,6 +51,12 @@ std::string process_label();
 // local_rank is past the GPUs it sees.
 int gpu_for_local_rank(int local_rank, int visible_gpus);
 
+// The GPU a rank trains on: gpu_for_local_rank, or, with more ranks on the node than GPUs,
+// local_rank % visible_gpus: they share them in turn (--backend auto then sees two ranks
+// with one UUID and picks tcp: backend_choice.hpp). -1 when it sees none. ddp-train
+// trains there and ddp-doctor reports it: one rule for both.
+int training_gpu(int local_rank, int visible_gpus);
+
 struct LaunchEnv {
   int rank = 0;
   int world_size = 1;

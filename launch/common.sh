@@ -28,11 +28,21 @@ if [[ -n ${DDP_MODULES:-} ]]; then
       "command: nothing loaded (start the script with '#!/bin/bash -l', or source your" \
       "site's modules init file first)" >&2
   else
+    # Lmod and Environment Modules 4+ exit non-zero when a load fails; Environment Modules
+    # 3.2 (RHEL 7's) exits 0 and only says "ERROR: Unable to locate a modulefile ..." on
+    # stderr. So its stderr goes to a file first (module must run in this shell, not in a
+    # $(...), for its variables to stay) and is shown as it was.
+    ddp_module_said=$(mktemp)
     for ddp_module in $DDP_MODULES; do
-      module load "$ddp_module" ||
+      ddp_loaded=yes
+      module load "$ddp_module" 2>"$ddp_module_said" || ddp_loaded=no
+      cat "$ddp_module_said" >&2
+      if [[ $ddp_loaded == no ]] || grep -q ERROR "$ddp_module_said"; then
         echo "launch: warning: 'module load $ddp_module' failed ('module avail" \
           "${ddp_module%%/*}' lists what there is)" >&2
+      fi
     done
+    rm -f "$ddp_module_said"
   fi
 fi
 

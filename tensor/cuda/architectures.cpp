@@ -14,7 +14,7 @@ bool build_runs_on(std::string_view architectures, int major, int minor) {
     std::string_view entry = architectures.substr(0, semicolon);
     architectures = semicolon == std::string_view::npos ? std::string_view()
                                                         : architectures.substr(semicolon + 1);
-    if (entry == "native" || entry == "all" || entry == "all-major") return true;
+    if (entry == "all" || entry == "all-major") return true;
     bool sass = true, ptx = true;
     if (entry.ends_with("-real")) {
       ptx = false;

@@ -17,10 +17,11 @@
 
 namespace ddp::cuda {
 
-// `architectures` as CMAKE_CUDA_ARCHITECTURES writes them ("80-real;90", "86", "native",
-// "all"; ',' separates as ';' does): true when one of them gives code that runs on compute
-// capability major.minor.
-// "native", "all" and "all-major" are taken to run everywhere (CMake chose for the GPUs).
+// `architectures` as CMAKE_CUDA_ARCHITECTURES writes them ("80-real;90", "86", "all";
+// ',' separates as ';' does): true when one of them gives code that runs on compute
+// capability major.minor. "all" and "all-major" are taken to run everywhere. "native" never
+// gets here: the configure resolves it to the GPUs it saw ("75-real;86-real"), and a
+// "native" given anyway runs nowhere, so that the check cannot pass every GPU unseen.
 bool build_runs_on(std::string_view architectures, int major, int minor);
 
 // The error for GPU `index` (`name`, major.minor) that the build has no code for.

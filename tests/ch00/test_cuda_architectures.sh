@@ -2,7 +2,8 @@
 # Configure on a machine whose nvidia-smi lists GPUs (a fake one here: a T4 and an A10)
 # builds for them, says so, and keeps them when configured again without nvidia-smi; a
 # GPU this nvcc does not know keeps the default; asked for other architectures, it builds
-# for those (cmake/DdpDependencies.cmake). Chapter 00. Skipped (77) where CUDA is not built.
+# for those; asked for native, for those nvidia-smi lists, by number
+# (cmake/DdpDependencies.cmake). Chapter 00. Skipped (77) where CUDA is not built.
 #   test_cuda_architectures.sh <repository> <cmake>
 set -u
 root=$1 cmake=$2
@@ -45,3 +46,18 @@ echo "a GPU nvcc does not know: the default architectures, and the configure say
 configure "$work/asked" -DCMAKE_CUDA_ARCHITECTURES=90
 [[ $(archs "$work/asked") == 90 ]] || fail "asked for 90, built for '$(archs "$work/asked")'"
 echo "asked for 90: built for 90, whatever nvidia-smi lists"
+# Asked for native, by -D and by $CUDAARCHS: the GPUs nvidia-smi lists, written out, since
+# the backend's check (tensor/cuda/architectures.hpp) is handed this list, not the word.
+# Both configure the build above again (quicker than a new one): -D over its cached 90, and
+# CUDAARCHS once the cache has no CMAKE_CUDA_ARCHITECTURES (-U).
+printf '#!/bin/sh\necho 7.5; echo 8.6\n' >"$work/fakebin/nvidia-smi"
+configure "$work/asked" -DCMAKE_CUDA_ARCHITECTURES=native
+[[ $(archs "$work/asked") == "75-real;86-real" ]] ||
+  fail "-DCMAKE_CUDA_ARCHITECTURES=native, GPUs 7.5 and 8.6: built for '$(archs "$work/asked")'"
+said='native: nvidia-smi lists GPUs of compute capability 75;86: building for them'
+grep -qF "$said (CMAKE_CUDA_ARCHITECTURES=75-real;86-real)" "$work/asked.log" ||
+  fail "the configure did not say what native became"
+CUDAARCHS=native configure "$work/asked" -UCMAKE_CUDA_ARCHITECTURES
+[[ $(archs "$work/asked") == "75-real;86-real" ]] ||
+  fail "CUDAARCHS=native, GPUs 7.5 and 8.6: built for '$(archs "$work/asked")'"
+echo "asked for native (-D or CUDAARCHS), GPUs 7.5 and 8.6: built for 75-real;86-real, said"

@@ -2,7 +2,8 @@
 # launch/common.sh and the job scripts' first lines, as a participant meets them on a
 # cluster (chapter 00): a job submitted from outside the repository stops at once, naming
 # the fix; DDP_MODULES without a `module` command, or with a module that fails to load, is
-# said; mpirun's -x list carries every NCCL_* variable set and chapter 09's budget.
+# said (Lmod's failed load exits non-zero, Environment Modules 3.2's exits 0 and says
+# ERROR); mpirun's -x list carries every NCCL_* variable set and chapter 09's budget.
 #   test_launch_common.sh <repository>
 set -u
 root=$1
@@ -24,12 +25,21 @@ done
 echo "$count job scripts submitted from another folder: each stops with exit 2 and the fix"
 
 # 2. Modules. Sourced as the scripts do, with a build folder that exists.
-source_common() {  # source_common DEFINE_MODULE: common.sh's stderr
+source_common() {  # source_common no|lmod|3.2: common.sh's stderr, with that `module`
   # shellcheck disable=SC2069  # stderr to the caller, stdout dropped: on purpose
   (
     export DDP_ROOT=$root DDP_BUILD=$work/build DDP_MODULES="gcc/12 nosuch/1"
     unset -f module 2>/dev/null
-    if [[ $1 == yes ]]; then module() { [[ $1 == load && $2 != nosuch/1 ]]; }; fi
+    # Lmod (and Environment Modules 4+): a module that is not there fails the load.
+    if [[ $1 == lmod ]]; then module() { [[ $1 == load && $2 != nosuch/1 ]]; }; fi
+    # Environment Modules 3.2 (RHEL 7): the load says ERROR on stderr, and exits 0.
+    if [[ $1 == 3.2 ]]; then
+      module() {
+        [[ $1 == load && $2 == nosuch/1 ]] &&
+          echo "ModuleCmd_Load.c(213):ERROR:105: Unable to locate a modulefile for '$2'" >&2
+        return 0
+      }
+    fi
     # shellcheck source=/dev/null
     source "$root/launch/common.sh"
   ) 2>&1 >/dev/null
@@ -37,10 +47,16 @@ source_common() {  # source_common DEFINE_MODULE: common.sh's stderr
 said=$(PATH=/usr/bin:/bin source_common no)
 grep -q "DDP_MODULES='gcc/12 nosuch/1', but this shell has no \`module\` command" <<<"$said" ||
   fail "no module command: common.sh said: $said"
-said=$(source_common yes)
-grep -q "'module load nosuch/1' failed" <<<"$said" || fail "a failed module: said: $said"
-grep -q "gcc/12" <<<"$said" && fail "a module that loaded was reported: $said"
-echo "modules: a missing module command and a failed module are said, once each"
+for modules in lmod 3.2; do
+  said=$(source_common $modules)
+  [[ $(grep -c "'module load nosuch/1' failed" <<<"$said") == 1 ]] ||
+    fail "a failed module ($modules): said: $said"
+  grep -q "gcc/12" <<<"$said" && fail "a module that loaded was reported ($modules): $said"
+done
+grep -q "ERROR:105: Unable to locate a modulefile for 'nosuch/1'" <<<"$said" ||
+  fail "Environment Modules 3.2's own message was not shown: $said"
+echo "modules: a missing module command and a failed module (Lmod's exit status," \
+  "Environment Modules 3.2's ERROR with exit 0) are said, once each"
 
 # 3. What mpirun passes on.
 x=$( (export DDP_ROOT=$root DDP_BUILD=$work/build NCCL_DEBUG=INFO NCCL_IB_DISABLE=1 \

@@ -1,9 +1,10 @@
 // Chapter 06, ddp-train's --backend auto on made-up GPU nodes: each rank's view of the GPUs
-// (their UUIDs, in CUDA order) goes through the trainer's own device rule (training_gpu)
-// to the GPU it would train on, and choose_backend (dist/backend_choice.hpp) picks nccl
-// only when no two ranks hold one GPU. No GPU needed. The layouts: every rank sees the
-// node's GPUs (--gpus-per-node), every rank sees its own as cuda:0 (--gpus-per-task=1,
-// --gpu-bind), more ranks than GPUs, a build without NCCL, ranks on the CPU.
+// (their UUIDs, in CUDA order) goes through the trainer's own device rule (training_gpu,
+// dist/launch_env.hpp) to the GPU it would train on, and choose_backend
+// (dist/backend_choice.hpp) picks nccl only when no two ranks hold one GPU. No GPU needed.
+// The layouts: every rank sees the node's GPUs (--gpus-per-node), every rank sees its own
+// as cuda:0 (--gpus-per-task=1, --gpu-bind), more ranks than GPUs, a build without NCCL,
+// ranks on the CPU.
 #include <catch2/catch.hpp>
 
 #include <array>
@@ -13,8 +14,8 @@
 
 #include "base/error.hpp"
 #include "dist/backend_choice.hpp"
+#include "dist/launch_env.hpp"
 #include "tensor/device.hpp"
-#include "tools/ddp_train/rank_setup.hpp"
 
 using ddp::BackendChoice;
 using ddp::RankGpu;
@@ -40,7 +41,7 @@ std::vector<RankGpu> facts(const std::vector<View>& views) {
   std::vector<RankGpu> ranks;
   for (const View& v : views) {
     const int n = static_cast<int>(v.visible.size());
-    const int gpu = ddp::train::training_gpu(v.local_rank, n);
+    const int gpu = ddp::training_gpu(v.local_rank, n);
     ranks.push_back({v.host, gpu >= 0 ? v.visible[gpu] : std::string(), n});
   }
   return ranks;
@@ -80,7 +81,7 @@ TEST_CASE("auto: every rank sees the node's GPUs and takes cuda:<local rank> -> 
 TEST_CASE("auto: --gpus-per-task=1, every rank's GPU is its cuda:0, yet each is another -> nccl",
           "[ch06][backend]") {
   const std::vector<View> views = per_task(2, 4);
-  for (const View& v : views) CHECK(ddp::train::training_gpu(v.local_rank, 1) == 0);
+  for (const View& v : views) CHECK(ddp::training_gpu(v.local_rank, 1) == 0);
   // The old rule, "device_count() >= local_world_size" (1 >= 4), chose tcp here.
   const BackendChoice c = ddp::choose_backend(facts(views), true);
   CHECK(c.backend == "nccl");

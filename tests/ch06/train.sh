@@ -44,7 +44,7 @@ deterministic)
   # changes nothing.
   run_ranks b.log "$ddprun" --nproc-per-node 2 "$bin" "${flags[@]}" --save b.ckpt --check-sync 1
   ((rc == 0)) || { cat b.log; fail "second run exited $rc"; }
-  grep -q '2 ranks (tcp, auto: the ranks train on the CPU; gradients bucketed, 1 bucket of <= 25 MiB), batch 16 per rank = 32 global' a.log ||
+  grep -q '2 ranks (tcp, auto: the ranks train on the CPU; gradients bucketed, 1 bucket (a bucket closes at >= 25 MiB, the first at >= 1 MiB)), batch 16 per rank = 32 global' a.log ||
     { cat a.log; fail "the log does not state the ranks and the global batch"; }
   [ "$(grep -c '^\[rank 0\] epoch 2/2:' a.log.raw)" = 1 ] &&
     ! grep -q '^\[rank 1\] epoch' a.log.raw ||
@@ -209,7 +209,7 @@ find-unused-parameters)
   ((rc == 0)) || { cat b.log; fail "ddp-train exited $rc"; }
   run_ranks u.log "$ddprun" --nproc-per-node 2 "$bin" "${flags[@]}" --find-unused-parameters \
     --save u.ckpt
-  ((rc == 0)) && grep -q '1 bucket of <= 25 MiB, find_unused_parameters), batch 16' u.log ||
+  ((rc == 0)) && grep -q '1 bucket (a bucket closes at >= 25 MiB, the first at >= 1 MiB), find_unused_parameters), batch 16' u.log ||
     { cat u.log; fail "--find-unused-parameters: exit $rc, or the Reducer did not get it"; }
   cmp b.ckpt u.ckpt || fail "--find-unused-parameters changed a run that uses every parameter"
   echo "find_unused_parameters: $(final_line u.log)"

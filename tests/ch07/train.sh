@@ -23,12 +23,12 @@ same-as-flat)
     run_ranks b$cap.log "$ddprun" --nproc-per-node 2 "$bin" "${flags[@]}" --bucket-cap-mb $cap \
       --first-bucket-mb $cap --save b$cap.ckpt
     ((rc == 0)) || { cat b$cap.log; fail "bucketed (cap $cap MiB) exited $rc"; }
-    grep -q "gradients bucketed, [0-9]* buckets\? of <= $cap MiB" b$cap.log ||
+    grep -q "gradients bucketed, [0-9]* buckets\? (a bucket closes at >= $cap MiB)" b$cap.log ||
       { cat b$cap.log; fail "the header does not name the buckets"; }
     cmp flat.ckpt b$cap.ckpt || fail "bucketed (cap $cap MiB) and flat checkpoints differ"
-    echo "cap $cap MiB: $(grep -o 'gradients bucketed[^)]*' b$cap.log): checkpoint = flat's"
+    echo "cap $cap MiB: $(grep -o 'gradients bucketed[^)]*)' b$cap.log): checkpoint = flat's"
   done
-  grep -q "1 bucket of" b25.log && ! grep -q " 1 bucket of" b0.02.log ||
+  grep -q " 1 bucket (" b25.log && ! grep -q " 1 bucket (" b0.02.log ||
     fail "the caps did not give one bucket and many"
   ;;
 print-buckets)

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "base/error.hpp"
+#include "dist/launch_env.hpp"
 #include "tools/ddp_doctor/checks.hpp"
 
 using ddp::doctor::RankReport;
@@ -140,4 +141,55 @@ TEST_CASE("ddp-doctor maps a local GPU index to the physical GPU") {
   CHECK(ddp::doctor::physical_gpu(1, "", "") == "1");
   CHECK(ddp::doctor::physical_gpu(1, "", "4,5") == "5");
   CHECK(ddp::doctor::physical_gpu(0, "6", "0") == "6");  // Slurm's numbering wins
+}
+
+TEST_CASE("ddp-doctor places a rank where ddp-train trains it: one rule, training_gpu") {
+  // The rule on its own: cuda:<local rank>; cuda:0 for a rank that sees one GPU; with more
+  // ranks than GPUs, local rank modulo the GPUs; the CPU when there are none.
+  CHECK(ddp::training_gpu(0, 0) == -1);
+  for (int local = 0; local < 4; ++local) {
+    CHECK(ddp::training_gpu(local, 4) == local);
+    CHECK(ddp::training_gpu(local, 1) == 0);
+  }
+  CHECK(ddp::training_gpu(2, 2) == 0);
+  CHECK(ddp::training_gpu(3, 2) == 1);
+  // The doctor's report says the same, for every local rank and GPU count.
+  for (int gpus = 0; gpus <= 4; ++gpus) {
+    std::vector<std::string> uuids;
+    for (int g = 0; g < gpus; ++g) uuids.push_back("GPU-" + std::to_string(g));
+    for (int local = 0; local < 6; ++local) {
+      RankReport r;
+      r.local_rank = local;
+      ddp::doctor::place_rank(r, uuids, "", "");
+      const int gpu = ddp::training_gpu(local, gpus);
+      CHECK(r.device == (gpu < 0 ? "cpu" : "cuda:" + std::to_string(gpu)));
+      CHECK(r.gpu_uuid == (gpu < 0 ? "" : uuids[gpu]));
+      CHECK(r.visible_gpus == gpus);
+    }
+  }
+}
+
+TEST_CASE("ddp-doctor: 3 ranks on a node with 2 GPUs share them as ddp-train does, and say so") {
+  auto reports = job(1, 3, false);
+  const std::vector<std::string> uuids = {"GPU-00010000-0000-0000-0000-000000000000",
+                                          "GPU-00010001-0000-0000-0000-000000000000"};
+  for (RankReport& r : reports) ddp::doctor::place_rank(r, uuids, "4,5", "");
+  const std::string out = ddp::doctor::format_findings(reports, ddp::doctor::find_problems(reports),
+                                                       /*nccl_built=*/true);
+  // Rank 2 trains on cuda:0 with rank 0 (it threw "sees only 2 GPU(s)" before); the table,
+  // the backend auto would pick, and the problem.
+  CHECK(out ==
+        " rank  local  host             launcher  device   gpu  connect    gpu uuid\n"
+        "    0  0/3    node1            slurm     cuda:0   4    0 ms       "
+        "GPU-00010000-0000-0000-0000-000000000000\n"
+        "    1  1/3    node1            slurm     cuda:1   5    0 ms       "
+        "GPU-00010001-0000-0000-0000-000000000000\n"
+        "    2  2/3    node1            slurm     cuda:0   4    0 ms       "
+        "GPU-00010000-0000-0000-0000-000000000000\n"
+        "ddp-doctor: --backend auto would pick tcp: ranks 0 and 2 on node1 share "
+        "GPU-00010000 (3 ranks, 2 GPUs in view); nccl wants a GPU per rank\n"
+        "ddp-doctor: PROBLEM: ranks 0 and 2 on node1 would share GPU 4 "
+        "(GPU-00010000-0000-0000-0000-000000000000)\n"
+        "hint: one task per GPU: --gpus-per-task=1, or --gpus-per-node equal to "
+        "--ntasks-per-node with each rank on cuda:<local rank>\n");
 }

@@ -9,6 +9,7 @@
 
 #include "base/error.hpp"
 #include "base/text.hpp"  // split, to_integer
+#include "dist/launch_env.hpp"  // training_gpu
 
 namespace ddp::doctor {
 
@@ -58,6 +59,19 @@ std::string physical_gpu(int index, const std::string& slurm_step_gpus,
     if (index >= 0 && index < static_cast<int>(ids.size())) return ids[index];
   }
   return std::to_string(index);
+}
+
+void place_rank(RankReport& report, const std::vector<std::string>& visible_uuids,
+                const std::string& slurm_step_gpus, const std::string& cuda_visible_devices) {
+  report.visible_gpus = static_cast<int>(visible_uuids.size());
+  const int index = training_gpu(report.local_rank, report.visible_gpus);
+  if (index < 0) {
+    report.device = "cpu";
+    return;
+  }
+  report.device = "cuda:" + std::to_string(index);
+  report.gpu = physical_gpu(index, slurm_step_gpus, cuda_visible_devices);
+  report.gpu_uuid = visible_uuids[static_cast<std::size_t>(index)];
 }
 
 // ---- The checks ------------------------------------------------------------------------
@@ -132,6 +146,16 @@ std::string format_table(const std::vector<RankReport>& reports) {
                   r.gpu_uuid.empty() ? "-" : r.gpu_uuid.c_str());
     out += line;
   }
+  return out;
+}
+
+std::string format_findings(const std::vector<RankReport>& reports,
+                            const std::vector<std::string>& problems, bool nccl_built) {
+  // What ddp-train --backend auto would do with these ranks (dist/backend_choice.hpp).
+  const BackendChoice pick = auto_backend(reports, nccl_built);
+  std::string out = format_table(reports) + "ddp-doctor: --backend auto would pick " +
+                    pick.backend + ": " + pick.reason + "\n";
+  for (const std::string& p : problems) out += "ddp-doctor: PROBLEM: " + p + "\n";
   return out;
 }
 

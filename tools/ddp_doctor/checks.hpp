@@ -36,6 +36,14 @@ RankReport decode(const std::string& line);
 std::string physical_gpu(int index, const std::string& slurm_step_gpus,
                          const std::string& cuda_visible_devices);
 
+// Where this rank would train, by ddp-train's own rule (training_gpu, dist/launch_env.hpp):
+// fills report.device ("cpu" or "cuda:N"), gpu (physical_gpu of N), gpu_uuid and
+// visible_gpus from the UUIDs of the GPUs the rank sees, in CUDA order (none: the CPU).
+// With more ranks on a node than GPUs they share them in turn, as ddp-train does, and
+// find_problems names the ranks that share.
+void place_rank(RankReport& report, const std::vector<std::string>& visible_uuids,
+                const std::string& slurm_step_gpus, const std::string& cuda_visible_devices);
+
 // Everything wrong with a job, one message per problem (each with a "hint:" where a
 // fix is known); empty when the job is fine. `reports` are rank 0's view: one per rank
 // 0..world_size-1 of rank 0, in rank order. Checks: every rank agrees on the world size
@@ -49,5 +57,11 @@ BackendChoice auto_backend(const std::vector<RankReport>& reports, bool nccl_bui
 
 // The table rank 0 prints, header included.
 std::string format_table(const std::vector<RankReport>& reports);
+
+// What rank 0 prints after its first line: the table, the pick of --backend auto, and a
+// "ddp-doctor: PROBLEM: ..." line per problem (the OK line, which names the master, is
+// main's).
+std::string format_findings(const std::vector<RankReport>& reports,
+                            const std::vector<std::string>& problems, bool nccl_built);
 
 }  // namespace ddp::doctor

@@ -34,25 +34,13 @@ std::string env_or_empty(const char* name) {
   return value ? value : "";
 }
 
-// The device a training program would pick: cuda:<local rank> when GPUs are visible.
-// Throws when this rank's local rank has no GPU of its own.
+// The device ddp-train would pick (place_rank: its rule, training_gpu), with the UUIDs of
+// every GPU this rank sees.
 void choose_device(RankReport& report) {
-  const int gpus = ddp::cuda::device_count();
-  if (gpus == 0) {
-    report.device = "cpu";
-    return;
-  }
-  const int index = ddp::gpu_for_local_rank(report.local_rank, gpus);
-  DDP_CHECK(index >= 0, "rank ", report.rank, " on ", report.host, " has local rank ",
-            report.local_rank, " but sees only ", gpus, " GPU(s)",
-            "\nhint: ask for as many GPUs per node as tasks per node (--gpus-per-node), or"
-            " one per task (--gpus-per-task=1), or check CUDA_VISIBLE_DEVICES=",
-            env_or_empty("CUDA_VISIBLE_DEVICES"));
-  report.device = "cuda:" + std::to_string(index);
-  report.gpu = ddp::doctor::physical_gpu(index, env_or_empty("SLURM_STEP_GPUS"),
-                                         env_or_empty("CUDA_VISIBLE_DEVICES"));
-  report.gpu_uuid = ddp::cuda::device_uuid(index);
-  report.visible_gpus = gpus;
+  std::vector<std::string> visible;
+  for (int i = 0; i < ddp::cuda::device_count(); ++i) visible.push_back(ddp::cuda::device_uuid(i));
+  ddp::doctor::place_rank(report, visible, env_or_empty("SLURM_STEP_GPUS"),
+                          env_or_empty("CUDA_VISIBLE_DEVICES"));
 }
 
 constexpr const char* kUsage = "usage: ddp-doctor [--timeout SECONDS]\n";
@@ -141,23 +129,16 @@ int run(int argc, char** argv) {
   const std::vector<std::string> problems = ddp::doctor::find_problems(reports);
   std::printf("ddp-doctor: %d rank(s), master %s:%d%s%s\n%s", env.world_size,
               env.master_addr.c_str(), env.master_port, env.job_id.empty() ? "" : ", job ",
-              env.job_id.c_str(), ddp::doctor::format_table(reports).c_str());
-  // What ddp-train --backend auto would do with these ranks (dist/backend_choice.hpp).
-  const ddp::BackendChoice pick = ddp::doctor::auto_backend(reports, ddp::nccl_built());
-  std::printf("ddp-doctor: --backend auto would pick %s: %s\n", pick.backend.c_str(),
-              pick.reason.c_str());
+              env.job_id.c_str(),
+              ddp::doctor::format_findings(reports, problems, ddp::nccl_built()).c_str());
   if (problems.empty()) {
     std::printf("ddp-doctor: OK: all %d ranks reached %s:%d, agree on world size %d and"
                 " launcher %s, no GPU shared\n",
                 env.world_size, env.master_addr.c_str(), env.master_port, env.world_size,
                 me.launcher.c_str());
-    std::fflush(stdout);
-    store.set("doctor/verdict", "ok");
-  } else {
-    for (const std::string& p : problems) std::printf("ddp-doctor: PROBLEM: %s\n", p.c_str());
-    std::fflush(stdout);
-    store.set("doctor/verdict", "problems");
   }
+  std::fflush(stdout);
+  store.set("doctor/verdict", problems.empty() ? "ok" : "problems");
   // The server lives in this process: it must outlive every rank's read of the verdict.
   std::vector<std::string> read_keys;
   for (int r = 1; r < env.world_size; ++r) read_keys.push_back("doctor/read/" + std::to_string(r));

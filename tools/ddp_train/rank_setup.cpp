@@ -16,14 +16,6 @@
 
 namespace ddp::train {
 
-int training_gpu(int local_rank, int visible_gpus) {
-  if (visible_gpus <= 0) return -1;
-  const int gpu = gpu_for_local_rank(local_rank, visible_gpus);
-  // More ranks on this node than GPUs: they share them, in turn. (--backend auto sees two
-  // ranks with one UUID and picks tcp: dist/backend_choice.hpp.)
-  return gpu >= 0 ? gpu : local_rank % visible_gpus;
-}
-
 Device resolve_device(const std::string& name, int local_rank) {
   if (name == "auto" || name == "cuda") {
     const int gpu = training_gpu(local_rank, cuda::device_count());

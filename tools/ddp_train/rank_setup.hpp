@@ -16,15 +16,9 @@
 
 namespace ddp::train {
 
-// "auto" -> this rank's GPU when one is usable (training_gpu), else the CPU; "cuda" ->
-// this rank's GPU.
+// "auto" -> this rank's GPU when one is usable (training_gpu, dist/launch_env.hpp), else
+// the CPU; "cuda" -> this rank's GPU.
 Device resolve_device(const std::string& name, int local_rank = 0);
-
-// The GPU index a rank trains on among the `visible_gpus` it sees: cuda:<local rank> (as
-// torchrun and srun --gpus-per-node arrange it), cuda:0 when it sees one (srun
-// --gpus-per-task=1), or, with more ranks on the node than GPUs, local_rank % visible_gpus:
-// they share them in turn. -1 when it sees none.
-int training_gpu(int local_rank, int visible_gpus);
 
 // The process group for this run: null when no launcher started several ranks (and none
 // started this one at all), else init_process_group with --backend ("auto": nccl when

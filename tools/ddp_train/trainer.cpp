@@ -325,12 +325,19 @@ std::string Trainer::describe_recipe() const {
                            options_.warmup_epochs == 1 ? "" : "s", " from lr/10, then cosine to 0");
   std::string ranks = "1 process";
   if (group_) {
+    // assign_buckets closes a bucket once it holds at least its cap, so the caps are
+    // ">=": a bucket can pass its cap by its last parameter, and can end below it.
+    const std::string caps =
+        options_.first_bucket_mb == options_.bucket_cap_mb
+            ? detail::concat("a bucket closes at >= ", options_.bucket_cap_mb, " MiB")
+            : detail::concat("a bucket closes at >= ", options_.bucket_cap_mb,
+                             " MiB, the first at >= ", options_.first_bucket_mb, " MiB");
     std::string sync =
         !ddp_ ? std::string()
         : options_.grad_sync == "bucketed"
             ? detail::concat("bucketed, ", ddp_->reducer().bucket_assignment().size(), " bucket",
                              ddp_->reducer().bucket_assignment().size() == 1 ? "" : "s",
-                             " of <= ", options_.bucket_cap_mb, " MiB",
+                             " (", caps, ")",
                              options_.comm_hook == "bf16" ? ", bf16 comm hook" : "",
                              // read back from the Reducer: what it was given, not the flag
                              ddp_->reducer().options().find_unused_parameters
