@@ -13,7 +13,8 @@ namespace ddp {
 namespace {
 
 // What a rank outside the sub-group holds: it knows the group and refuses every
-// collective, naming it, where a nullptr would only crash.
+// collective, naming it, where a nullptr would only crash. (new_group on it is refused
+// too: its check's all_gather is.)
 class NonMember final : public ProcessGroup {
  public:
   NonMember(const ProcessGroup& parent, const std::vector<int>& ranks)
@@ -29,11 +30,6 @@ class NonMember final : public ProcessGroup {
     refuse("reduce_scatter");
   }
   std::shared_ptr<Work> barrier() override { refuse("barrier"); }
-
- protected:
-  std::unique_ptr<ProcessGroup> split(const std::vector<int>& ranks) override {
-    refuse(("new_group(" + list_ranks(ranks) + ")").c_str());
-  }
 
  private:
   [[noreturn]] void refuse(const char* collective) const {
