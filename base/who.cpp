@@ -22,4 +22,10 @@ std::string name_ranks(const std::vector<int>& ranks) {
   return s;
 }
 
+std::string list_ranks(const std::vector<int>& ranks) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
+  return s + "]";
+}
+
 }  // namespace ddp

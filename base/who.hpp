@@ -17,5 +17,7 @@ std::string rank_label(int rank, int size, const std::string& about);
 
 // "rank 2", "ranks 0 and 1", "ranks 0, 1, 3": ranks in the order given.
 std::string name_ranks(const std::vector<int>& ranks);
+// "[0, 2]": a list of ranks as written in code (a sub-group's, dist/new_group.hpp).
+std::string list_ranks(const std::vector<int>& ranks);
 
 }  // namespace ddp

@@ -1,10 +1,12 @@
-// Names of the reduce operations, for messages, the argument checks, the host staging
-// of CUDA tensors (Note [Staging CUDA tensors off the compute stream], process_group.hpp),
-// and the store's part of an orderly end (Note [An orderly end]).
+// Names of the reduce operations, for messages (who(), a sub-group's too), the argument
+// checks, the host staging of CUDA tensors (Note [Staging CUDA tensors off the compute
+// stream], process_group.hpp), and the store's part of an orderly end (Note [An orderly
+// end]).
 #include "dist/process_group.hpp"
 
 #include <cstdio>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "dist/launch_env.hpp"
@@ -25,11 +27,25 @@ const char* to_string(ReduceOp op) {
   return "?";
 }
 
-ProcessGroup::ProcessGroup(int rank, int size, std::chrono::milliseconds timeout)
-    : rank_(rank), size_(size), timeout_(timeout), host_(host_name()) {}
+ProcessGroup::ProcessGroup(int rank, int size, std::chrono::milliseconds timeout,
+                           InParent in_parent)
+    : rank_(rank), size_(size), timeout_(timeout), in_parent_(std::move(in_parent)),
+      host_(host_name()) {}
 
 std::string ProcessGroup::who() const {
-  return rank_label(rank(), size(), backend_name() + ", " + host_);
+  const std::string about = backend_name() + ", " + host_;
+  if (in_parent_.ranks.empty()) return rank_label(rank(), size(), about);
+  const std::string group = list_ranks(in_parent_.ranks);
+  const std::string parent = rank_label(in_parent_.rank, in_parent_.size, "");
+  if (rank() < 0) return detail::concat(parent, " (", about, "), not in group ", group);
+  return detail::concat(rank_label(rank(), size(), ""), " of group ", group, " (", about,
+                        ", parent ", parent, ")");
+}
+
+std::unique_ptr<ProcessGroup> ProcessGroup::split(const std::vector<int>& ranks) {
+  DDP_FAIL(who(), ": new_group(", list_ranks(ranks), "): this group does not make sub-groups "
+           "(tcp, mpi and nccl groups do, a wrapper around one does not)\nhint: call "
+           "new_group on the group it wraps, before wrapping");
 }
 
 std::string ProcessGroup::who(std::string_view speaker) const {

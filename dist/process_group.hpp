@@ -10,12 +10,14 @@
 // dist/init.hpp's job. A group does not know about autograd or models (chapter 06/07).
 // Chapter 08 adds the end of a group's life: destroy() (an orderly end, as
 // torch.distributed.destroy_process_group) and abort() (the way out after a failure).
+// A group of some of a group's ranks is made by new_group (dist/new_group.hpp).
 #pragma once
 
 #include <chrono>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "dist/store.hpp"
 #include "dist/work.hpp"
@@ -27,16 +29,33 @@ namespace ddp {
 enum class ReduceOp { Sum, Avg, Max, Min };
 const char* to_string(ReduceOp op);
 
+class ProcessGroup;
+// dist/new_group.hpp: a sub-group of `parent`'s ranks `ranks`.
+std::unique_ptr<ProcessGroup> new_group(ProcessGroup& parent, const std::vector<int>& ranks);
+
+// Where a sub-group sits in the group it was made from (new_group): its ranks there, in
+// order (rank i of the sub-group is the parent's rank ranks[i]), and this process's rank
+// in the parent. `ranks` is empty for a group of its own (init_process_group).
+struct InParent {
+  std::vector<int> ranks;
+  int rank = -1;
+  int size = 0;
+};
+
 class ProcessGroup {
  public:
-  // `timeout`: the group's deadline, see timeout().
-  ProcessGroup(int rank, int size, std::chrono::milliseconds timeout);
+  // `timeout`: the group's deadline, see timeout(). `in_parent`: for a sub-group.
+  ProcessGroup(int rank, int size, std::chrono::milliseconds timeout, InParent in_parent = {});
   virtual ~ProcessGroup() = default;
   ProcessGroup(const ProcessGroup&) = delete;
   ProcessGroup& operator=(const ProcessGroup&) = delete;
 
+  // A rank of the parent that is not in a sub-group holds a stand-in whose rank() is -1
+  // (new_group); its collectives throw.
   int rank() const { return rank_; }
   int size() const { return size_; }
+  // For a group made by new_group, its place in the parent; otherwise empty ranks.
+  const InParent& in_parent() const { return in_parent_; }
   virtual std::string backend_name() const = 0;  // "tcp", "mpi", "nccl"
 
   // The group's deadline, set once when it is made (InitOptions::timeout, ddp-train
@@ -49,6 +68,9 @@ class ProcessGroup {
   // Who is speaking, for every message about this rank (rank_label, base/who.hpp):
   // "rank 3/4 (tcp, node07)"; with the part that speaks, "Reducer on rank 3/4 (tcp,
   // node07)". The backends, the Reducer, Join and SyncBatchNorm all say it this way.
+  // A sub-group names itself and this rank in the parent: "rank 1/2 of group [2, 3]
+  // (tcp, node07, parent rank 3/4)"; its stand-in on the other ranks says "rank 0/4
+  // (tcp, node07), not in group [2, 3]".
   std::string who() const;
   std::string who(std::string_view speaker) const;
 
@@ -103,6 +125,18 @@ class ProcessGroup {
   static constexpr std::chrono::milliseconds kReportTimeout{1000};
 
  protected:
+  // new_group's part that each backend does its own way (dist/new_group.hpp): every rank
+  // of this group calls it, in the same order relative to the collectives, with the same
+  // `ranks`, already checked (sorted, unique, in range, the same on every rank). Returns
+  // the sub-group on its members (rank i is ranks[i]), nullptr on the others once they
+  // have done their share (mpi and nccl split collectively). The default refuses: a
+  // wrapper (WatchedGroup) is not split, the group it wraps is.
+  virtual std::unique_ptr<ProcessGroup> split(const std::vector<int>& ranks);
+  // Where new_group's check of the ranks lists runs its all_gather: the CPU, or nccl's GPU.
+  virtual Device own_device() const { return Device::cpu(); }
+  friend std::unique_ptr<ProcessGroup> new_group(ProcessGroup& parent,
+                                                 const std::vector<int>& ranks);
+
   // The argument checks every backend makes before it queues a collective. The errors
   // name this rank, the backend and the collective: "rank 1/4 (tcp, node07) all_gather:
   // output has 7 elements, expected size() * input.numel() = 4 * 2".
@@ -121,6 +155,7 @@ class ProcessGroup {
   int rank_;
   int size_;
   std::chrono::milliseconds timeout_;
+  InParent in_parent_;
   std::string host_;  // this host's name, for who()
 };
 

@@ -1,13 +1,15 @@
 // ProcessGroupMpi, the mpi backend (see dist/process_group_mpi.hpp). Chapter 05.
 //
-// Reading order: the error check, the owner of MPI itself (MpiRuntime) and of our
-// communicator (MpiComm), one queued collective (MpiOp), the group with its five
-// collectives, the communication thread that runs them, teardown. It does not know
+// Reading order: the error check, the owner of MPI itself (MpiRuntime), one queued
+// collective (MpiOp), the communication thread that runs them (MpiEngine, one per
+// process), a group's communicator (MpiComm), the group with its five collectives and
+// its sub-groups, teardown. It does not know
 // about launchers: mpirun (or srun) has already told MPI who is who.
 #include "dist/process_group_mpi.hpp"
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <atomic>
 #include <climits>
 #include <condition_variable>
@@ -32,8 +34,9 @@
 // MPI's nonblocking collectives only move data while some thread is inside an MPI call:
 // Open MPI has no progress thread of its own for them. If the caller issued
 // MPI_Iallreduce and went back to computing, nothing would travel until it next called
-// MPI_Test: the Work would be asynchronous in name only. So each group has one thread
-// that makes every MPI call between construction and destruction. It takes the queued
+// MPI_Test: the Work would be asynchronous in name only. So one thread makes every MPI
+// call between construction and destruction (for the group and its sub-groups: Note
+// [One thread for every mpi group]). It takes the queued
 // collectives in the order the caller issued them (MPI requires the same order on every
 // rank), starts them, and polls all of those in flight with MPI_Test, completing each
 // one's FutureWork when it is done. The caller only queues, and waits on a condition
@@ -180,30 +183,6 @@ class MpiRuntime {
   bool finalize_ = true;  // false after a failure (see skip_finalize)
 };
 
-// Owns the group's communicator: a duplicate of MPI_COMM_WORLD, so that our traffic
-// never matches messages of a library (or program) using MPI_COMM_WORLD itself, and so
-// that setting MPI_ERRORS_RETURN on it changes nobody else's error handling.
-class MpiComm {
- public:
-  MpiComm() {
-    // Until the handler is set, failures abort the job: MPI's default (ERRORS_ARE_FATAL).
-    DDP_CHECK_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &comm_));
-    DDP_CHECK_MPI(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
-  }
-  ~MpiComm() {
-    if (comm_ != MPI_COMM_NULL && !leaked_) MPI_Comm_free(&comm_);
-  }
-  MpiComm(const MpiComm&) = delete;
-  MpiComm& operator=(const MpiComm&) = delete;
-
-  MPI_Comm get() const { return comm_; }
-  void leak() { leaked_ = true; }  // freeing may wait on a dead peer; see skip_finalize
-
- private:
-  MPI_Comm comm_ = MPI_COMM_NULL;
-  bool leaked_ = false;
-};
-
 // ---- One collective -----------------------------------------------------------------
 
 // A collective queued by the caller and run by the communication thread.
@@ -223,7 +202,12 @@ struct MpiOp {
   Tensor recv;
   detail::ComputeMark ready;
   std::int64_t started_ns = 0;  // for the trace (base/trace.hpp), when it is recording
-  // Issues the nonblocking MPI call on send/recv (on the communication thread).
+  // Its group's communicator, size (the divisor of an average) and timeout().
+  MPI_Comm comm = MPI_COMM_NULL;
+  int group_size = 1;
+  std::chrono::milliseconds timeout{0};
+  // Issues the nonblocking MPI call on send/recv (on the communication thread). A call
+  // that blocks instead (MpiEngine::call) leaves `request` null: MPI_Test says done.
   std::function<void(MpiOp&, MPI_Comm)> start;
   MPI_Request request = MPI_REQUEST_NULL;
   Clock::time_point deadline;
@@ -266,16 +250,242 @@ void divide(const Tensor& host, int divisor) {
   }
 }
 
+// ---- The communication thread: one per process -----------------------------------------
+
+// Note [One thread for every mpi group]
+// MPI_THREAD_SERIALIZED lets one thread at a time into MPI. A sub-group (new_group) with
+// a thread of its own would call MPI_Test while its parent's thread does, which needs
+// MPI_THREAD_MULTIPLE and its lock in every call. So the group that
+// make_process_group_mpi makes and every sub-group split from it share one MpiEngine:
+// MPI itself (MpiRuntime) and the thread, which starts every group's collectives on that
+// group's communicator in the order they were queued, polls them all together, and also
+// makes the few blocking calls sub-groups need (MPI_Comm_split, MPI_Comm_free). Two
+// sub-groups' collectives are in flight at once like any two collectives: MPI matches
+// them per communicator. The engine ends, and MPI is finalised, with the last group that
+// holds it. After a failure it refuses everything: the ranks are out of step.
+class MpiEngine {
+ public:
+  explicit MpiEngine(std::unique_ptr<MpiRuntime> runtime) : runtime_(std::move(runtime)) {
+    thread_ = std::thread([this] { run(); });
+  }
+  // Lets the collectives in flight finish (each bounded by its timeout), joins the
+  // thread, and finalises MPI, unless a failure broke it (Note [Teardown after a failure]).
+  ~MpiEngine() {
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_one();
+    thread_.join();
+    if (broken()) runtime_->skip_finalize();
+    runtime_.reset();  // MPI_Finalize (unless skipped, or MPI was the caller's)
+  }
+  MpiEngine(const MpiEngine&) = delete;
+  MpiEngine& operator=(const MpiEngine&) = delete;
+
+  // Caller side: hands the collective to the communication thread.
+  void enqueue(std::unique_ptr<MpiOp> job) {
+    job->ready = detail::mark_compute_stream(job->input, job->output);
+    {
+      std::lock_guard lock(mutex_);
+      DDP_CHECK(broken_.empty(), job->work->description(),
+                ": the mpi group is broken by an earlier failure:\n", broken_,
+                "\nhint: a failed collective leaves the ranks out of step; end the job");
+      queue_.push_back(std::move(job));
+    }
+    wake_.notify_one();
+  }
+
+  // Runs `blocking` on the communication thread once what was queued before it has
+  // started, and waits for it, at most `timeout`. `what` names it in errors.
+  void call(const std::string& what, std::chrono::milliseconds timeout,
+            std::function<void()> blocking) {
+    auto job = std::make_unique<MpiOp>();
+    job->work = std::make_shared<FutureWork>(what, timeout);
+    job->timeout = timeout;
+    job->start = [blocking = std::move(blocking)](MpiOp&, MPI_Comm) { blocking(); };
+    std::shared_ptr<FutureWork> work = job->work;
+    enqueue(std::move(job));
+    work->wait();
+  }
+
+  bool broken() {
+    std::lock_guard lock(mutex_);
+    return !broken_.empty();
+  }
+
+ private:
+  void run();
+  void start(MpiOp& job);
+  void complete(MpiOp& job);
+  void fail(MpiOp& job, std::exception_ptr error);
+
+  std::unique_ptr<MpiRuntime> runtime_;
+  std::mutex mutex_;                          // guards queue_, stop_, broken_
+  std::condition_variable wake_;              // queue_ got a job, or stop_ was set
+  std::deque<std::unique_ptr<MpiOp>> queue_;  // issued by a caller, not yet started
+  bool stop_ = false;
+  std::string broken_;  // the first failure's message; "" while MPI is healthy
+  std::thread thread_;
+};
+
+// Starts queued collectives in order and polls those in flight (Note [Why a
+// communication thread]) until stop_ is set and nothing is left.
+void MpiEngine::run() {
+  trace::set_thread_name("mpi communication");
+  std::vector<std::unique_ptr<MpiOp>> in_flight;
+  Clock::time_point spin_until = Clock::now();  // Note [Polling MPI]
+  for (;;) {
+    std::deque<std::unique_ptr<MpiOp>> fresh;
+    {
+      std::unique_lock lock(mutex_);
+      if (in_flight.empty()) wake_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+      if (stop_ && queue_.empty() && in_flight.empty()) return;
+      fresh.swap(queue_);
+    }
+    for (auto& job : fresh) {
+      try {
+        if (trace::enabled()) job->started_ns = trace::now_ns();
+        start(*job);
+        spin_until = std::max(spin_until, Clock::now()) + job->spin;
+        in_flight.push_back(std::move(job));
+      } catch (...) {
+        fail(*job, std::current_exception());
+      }
+    }
+
+    // Poll every collective in flight; finished ones complete their Work.
+    const Clock::time_point now = Clock::now();
+    std::erase_if(in_flight, [&](std::unique_ptr<MpiOp>& job) {
+      try {
+        int done = 0;
+        DDP_CHECK_MPI(MPI_Test(&job->request, &done, MPI_STATUS_IGNORE));
+        if (done) {
+          if (trace::enabled()) {  // a span on this thread's track: from start to done
+            trace::complete("comm", job->work->description(), job->started_ns, trace::now_ns());
+          }
+          complete(*job);
+          spin_until = std::max(spin_until, now + kSpinTime);
+          return true;
+        }
+        if (now < job->deadline) return false;
+        DDP_FAIL(job->work->description(), " did not finish within ", job->timeout.count(),
+                 " ms (the group's timeout)\nhint: a peer rank may have died or not called "
+                 "the same collective; look at every rank's output");
+      } catch (...) {
+        fail(*job, std::current_exception());
+        // Abandoned: MPI offers no way to cancel a collective, and a peer that arrives
+        // late can still make MPI write into this op's buffers (its staging copies, the
+        // caller's tensors) while we drive progress for the others. So they must never
+        // be freed: the op is leaked on purpose, and only ever after a failure.
+        static_cast<void>(job.release());
+        return true;
+      }
+    });
+
+    if (!in_flight.empty()) {
+      if (Clock::now() < spin_until) {
+        std::this_thread::yield();
+      } else {
+        std::this_thread::sleep_for(kPollSleep);
+      }
+    }
+  }
+}
+
+// CUDA tensors are copied to host memory here, on this thread, not by the caller: the
+// copy waits for the GPU, and the caller should not.
+void MpiEngine::start(MpiOp& job) {
+  if (job.input.defined()) {
+    job.send = detail::host_copy(job.input, job.ready);
+    job.recv = job.in_place ? job.send : detail::host_buffer_like(job.output);
+  }
+  job.deadline = deadline_after(job.timeout);
+  auto bytes = [](const Tensor& t) {  // undefined (a barrier): nothing
+    return t.defined() ? t.numel() * static_cast<std::int64_t>(element_size(t.dtype())) : 0;
+  };
+  job.spin = spin_budget(std::max(bytes(job.send), bytes(job.recv)));
+  job.start(job, job.comm);
+}
+
+void MpiEngine::complete(MpiOp& job) {
+  try {
+    if (job.average) divide(job.recv, job.group_size);
+    if (job.output.defined()) detail::copy_back(job.output, job.recv, job.ready);
+  } catch (...) {
+    fail(job, std::current_exception());
+    return;
+  }
+  job.work->finish();
+}
+
+void MpiEngine::fail(MpiOp& job, std::exception_ptr error) {
+  {
+    std::lock_guard lock(mutex_);
+    if (broken_.empty()) {
+      try {
+        std::rethrow_exception(error);
+      } catch (const std::exception& e) {
+        broken_ = e.what();
+      } catch (...) {
+        broken_ = "unknown error";
+      }
+    }
+  }
+  job.work->fail(std::move(error));
+}
+
+// ---- A group's communicator --------------------------------------------------------------
+
+// Owns one group's communicator: for the group make_process_group_mpi makes, a duplicate
+// of MPI_COMM_WORLD (dup_world), so that our traffic never matches messages of a library
+// (or program) using MPI_COMM_WORLD itself, and so that setting MPI_ERRORS_RETURN on it
+// changes nobody else's error handling; for a sub-group, a split of its parent's. It is
+// freed on the engine's thread, the one that makes MPI calls (Note [One thread for every
+// mpi group]); after a failure it is leaked, since freeing may wait on a dead peer.
+class MpiComm {
+ public:
+  MpiComm(std::shared_ptr<MpiEngine> engine, MPI_Comm comm)
+      : engine_(std::move(engine)), comm_(comm) {}
+  ~MpiComm() {
+    if (engine_->broken()) return;  // leaked: see Note [Teardown after a failure]
+    try {
+      engine_->call("MPI_Comm_free", kDefaultTimeout,
+                    [comm = comm_]() mutable { DDP_CHECK_MPI(MPI_Comm_free(&comm)); });
+    } catch (const std::exception& e) {  // a destructor does not throw
+      std::fprintf(stderr, "ddp: %s: %s\n", who_am_i().c_str(), e.what());
+    }
+  }
+  MpiComm(const MpiComm&) = delete;
+  MpiComm& operator=(const MpiComm&) = delete;
+
+  MPI_Comm get() const { return comm_; }
+
+ private:
+  std::shared_ptr<MpiEngine> engine_;
+  MPI_Comm comm_;
+};
+
+// Before the engine's thread starts, on the caller's.
+MPI_Comm dup_world() {
+  MPI_Comm comm = MPI_COMM_NULL;
+  // Until the handler is set, failures abort the job: MPI's default (ERRORS_ARE_FATAL).
+  DDP_CHECK_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &comm));
+  DDP_CHECK_MPI(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN));
+  return comm;
+}
+
 // ---- The group ----------------------------------------------------------------------
 
 class ProcessGroupMpi final : public ProcessGroup {
  public:
-  // MPI is initialised before the base class needs rank and size: see make().
-  ProcessGroupMpi(std::unique_ptr<MpiRuntime> runtime, std::unique_ptr<MpiComm> comm,
-                  int rank, int size, std::chrono::milliseconds timeout)
-      : ProcessGroup(rank, size, timeout), runtime_(std::move(runtime)), comm_(std::move(comm)) {
-    thread_ = std::thread([this] { run(); });
-  }
+  // MPI is initialised before the base class needs rank and size: see
+  // make_process_group_mpi. `in_parent`: for a sub-group (split).
+  ProcessGroupMpi(std::shared_ptr<MpiEngine> engine, std::unique_ptr<MpiComm> comm, int rank,
+                  int size, std::chrono::milliseconds timeout, InParent in_parent = {})
+      : ProcessGroup(rank, size, timeout, std::move(in_parent)),
+        engine_(std::move(engine)),
+        comm_(std::move(comm)) {}
   ~ProcessGroupMpi() override { destroy(); }
   // Note [An orderly end] (process_group.hpp) and Note [Teardown after a failure].
   void destroy() override;
@@ -358,185 +568,91 @@ class ProcessGroupMpi final : public ProcessGroup {
     return enqueue(std::move(job));
   }
 
+ protected:
+  // new_group (dist/new_group.hpp): MPI_Comm_split over this group's communicator, on the
+  // engine's thread (every rank of this group takes part; the others pass MPI_UNDEFINED
+  // and get MPI_COMM_NULL). The sub-group shares the engine.
+  std::unique_ptr<ProcessGroup> split(const std::vector<int>& ranks) override;
+
  private:
   std::unique_ptr<MpiOp> make_op(const std::string& what) {
     auto job = std::make_unique<MpiOp>();
     job->work = std::make_shared<FutureWork>(detail::concat(who(), ": ", what), timeout());
+    job->comm = comm_->get();
+    job->group_size = size();
+    job->timeout = timeout();
     return job;
   }
 
-  // Caller side: hands the collective to the communication thread and returns its Work.
+  // Caller side: hands the collective to the engine's thread and returns its Work.
   std::shared_ptr<Work> enqueue(std::unique_ptr<MpiOp> job) {
     std::shared_ptr<FutureWork> work = job->work;
-    job->ready = detail::mark_compute_stream(job->input, job->output);
-    {
-      std::lock_guard lock(mutex_);
-      DDP_CHECK(broken_.empty(), work->description(),
-                ": the mpi group is broken by an earlier failure:\n", broken_,
-                "\nhint: a failed collective leaves the ranks out of step; end the job");
-      DDP_CHECK(!stop_, work->description(), ": the mpi group was destroyed first");
-      queue_.push_back(std::move(job));
-    }
-    wake_.notify_one();
+    DDP_CHECK(!destroyed_, work->description(), ": the mpi group was destroyed first");
+    engine_->enqueue(std::move(job));
     return work;
   }
 
-  void run();
-  void start(MpiOp& job);
-  void complete(MpiOp& job);
-  void fail(MpiOp& job, std::exception_ptr error);
-
-  // Declaration order is teardown order, reversed: the communicator is freed before MPI
-  // is finalised. The thread is joined first, by hand, in the destructor.
-  std::unique_ptr<MpiRuntime> runtime_;
+  // Teardown order: the communicator is freed (through the engine) before the engine
+  // may go; destroy() does both by hand.
+  std::shared_ptr<MpiEngine> engine_;
   std::unique_ptr<MpiComm> comm_;
-
-  std::mutex mutex_;                          // guards queue_, stop_, broken_
-  std::condition_variable wake_;              // queue_ got a job, or stop_ was set
-  std::deque<std::unique_ptr<MpiOp>> queue_;  // issued by the caller, not yet started
-  bool stop_ = false;
-  std::string broken_;  // the first failure's message; "" while the group is healthy
-  std::thread thread_;
+  std::atomic<bool> destroyed_ = false;
 };
-
-// ---- The communication thread --------------------------------------------------------
-
-// Starts queued collectives in order and polls those in flight (Note [Why a
-// communication thread]) until stop_ is set and nothing is left.
-void ProcessGroupMpi::run() {
-  trace::set_thread_name("mpi communication");
-  std::vector<std::unique_ptr<MpiOp>> in_flight;
-  Clock::time_point spin_until = Clock::now();  // Note [Polling MPI]
-  for (;;) {
-    std::deque<std::unique_ptr<MpiOp>> fresh;
-    {
-      std::unique_lock lock(mutex_);
-      if (in_flight.empty()) wake_.wait(lock, [this] { return stop_ || !queue_.empty(); });
-      if (stop_ && queue_.empty() && in_flight.empty()) return;
-      fresh.swap(queue_);
-    }
-    for (auto& job : fresh) {
-      try {
-        if (trace::enabled()) job->started_ns = trace::now_ns();
-        start(*job);
-        spin_until = std::max(spin_until, Clock::now()) + job->spin;
-        in_flight.push_back(std::move(job));
-      } catch (...) {
-        fail(*job, std::current_exception());
-      }
-    }
-
-    // Poll every collective in flight; finished ones complete their Work.
-    const Clock::time_point now = Clock::now();
-    std::erase_if(in_flight, [&](std::unique_ptr<MpiOp>& job) {
-      try {
-        int done = 0;
-        DDP_CHECK_MPI(MPI_Test(&job->request, &done, MPI_STATUS_IGNORE));
-        if (done) {
-          if (trace::enabled()) {  // a span on this thread's track: from start to done
-            trace::complete("comm", job->work->description(), job->started_ns, trace::now_ns());
-          }
-          complete(*job);
-          spin_until = std::max(spin_until, now + kSpinTime);
-          return true;
-        }
-        if (now < job->deadline) return false;
-        DDP_FAIL(job->work->description(), " did not finish within ", timeout().count(),
-                 " ms (the group's timeout)\nhint: a peer rank may have died or not called "
-                 "the same collective; look at every rank's output");
-      } catch (...) {
-        fail(*job, std::current_exception());
-        // Abandoned: MPI offers no way to cancel a collective, and a peer that arrives
-        // late can still make MPI write into this op's buffers (its staging copies, the
-        // caller's tensors) while we drive progress for the others. So they must never
-        // be freed: the op is leaked on purpose, and only ever after a failure.
-        static_cast<void>(job.release());
-        return true;
-      }
-    });
-
-    if (!in_flight.empty()) {
-      if (Clock::now() < spin_until) {
-        std::this_thread::yield();
-      } else {
-        std::this_thread::sleep_for(kPollSleep);
-      }
-    }
-  }
-}
-
-// CUDA tensors are copied to host memory here, on this thread, not by the caller: the
-// copy waits for the GPU, and the caller should not.
-void ProcessGroupMpi::start(MpiOp& job) {
-  if (job.input.defined()) {
-    job.send = detail::host_copy(job.input, job.ready);
-    job.recv = job.in_place ? job.send : detail::host_buffer_like(job.output);
-  }
-  job.deadline = deadline_after(timeout());
-  auto bytes = [](const Tensor& t) {  // undefined (a barrier): nothing
-    return t.defined() ? t.numel() * static_cast<std::int64_t>(element_size(t.dtype())) : 0;
-  };
-  job.spin = spin_budget(std::max(bytes(job.send), bytes(job.recv)));
-  job.start(job, comm_->get());
-}
-
-void ProcessGroupMpi::complete(MpiOp& job) {
-  try {
-    if (job.average) divide(job.recv, size());
-    if (job.output.defined()) detail::copy_back(job.output, job.recv, job.ready);
-  } catch (...) {
-    fail(job, std::current_exception());
-    return;
-  }
-  job.work->finish();
-}
-
-void ProcessGroupMpi::fail(MpiOp& job, std::exception_ptr error) {
-  {
-    std::lock_guard lock(mutex_);
-    if (broken_.empty()) {
-      try {
-        std::rethrow_exception(error);
-      } catch (const std::exception& e) {
-        broken_ = e.what();
-      } catch (...) {
-        broken_ = "unknown error";
-      }
-    }
-  }
-  job.work->fail(std::move(error));
-}
 
 // ---- Teardown -----------------------------------------------------------------------
 
 // Note [Teardown after a failure]
-// In a healthy group the destructor lets the collectives in flight finish (each is
-// bounded by the group's timeout), joins the thread, frees the communicator, and
-// finalises MPI. After a failed or timed-out collective the ranks are out of step, and
-// MPI_Comm_free or MPI_Finalize may wait forever for a peer that will never answer. So
-// a broken group skips both: the process exits without MPI_Finalize, which mpirun
-// reports and answers by ending the other ranks, so none of them hangs.
-// destroy() (the destructor, when nobody called it) does it once: the communicator is
-// freed and MPI finalised here, while the group is still whole, not whenever the
-// members happen to go.
+// In a healthy group destroy() frees the communicator, and the last group of the process
+// to go (the one make_process_group_mpi made, unless a sub-group outlives it) ends the
+// engine: it lets the collectives in flight finish (each is bounded by the group's
+// timeout), joins the thread, and finalises MPI. After a failed or timed-out collective
+// the ranks are out of step, and MPI_Comm_free or MPI_Finalize may wait forever for a
+// peer that will never answer. So a broken engine skips both: the process exits without
+// MPI_Finalize, which mpirun reports and answers by ending the other ranks, so none of
+// them hangs. destroy() (the destructor, when nobody called it) does it once: the
+// communicator is freed and MPI finalised here, while the group is still whole, not
+// whenever the members happen to go. A sub-group's destroy() ends it alone: its parent's
+// communicator and the engine stay.
 void ProcessGroupMpi::destroy() {
-  {
-    std::lock_guard lock(mutex_);
-    if (stop_) return;  // destroyed before
-    stop_ = true;
-  }
-  wake_.notify_one();
-  thread_.join();
-  if (!broken_.empty()) {
+  if (destroyed_.exchange(true)) return;  // destroyed before
+  if (engine_->broken()) {
     std::fprintf(stderr,
                  "ddp: %s: the group is broken; exiting without MPI_Finalize (mpirun will "
                  "end the other ranks)\n",
                  who().c_str());
-    comm_->leak();
-    runtime_->skip_finalize();
   }
-  comm_.reset();     // MPI_Comm_free (unless leaked)
-  runtime_.reset();  // MPI_Finalize (unless skipped, or MPI was the caller's)
+  comm_.reset();    // MPI_Comm_free on the engine's thread (unless broken: leaked)
+  engine_.reset();  // the last group's: the thread is joined, MPI finalised
+}
+
+std::unique_ptr<ProcessGroup> ProcessGroupMpi::split(const std::vector<int>& ranks) {
+  const auto me = std::find(ranks.begin(), ranks.end(), rank());
+  const bool member = me != ranks.end();
+  const int index = member ? static_cast<int>(me - ranks.begin()) : -1;
+  // What the thread makes, shared with it: the call may outlive this frame on a timeout.
+  struct Made {
+    MPI_Comm comm = MPI_COMM_NULL;
+    int rank = -1;
+    int size = 0;
+  };
+  auto made = std::make_shared<Made>();
+  const int color = member ? 0 : MPI_UNDEFINED;
+  const MPI_Comm parent = comm_->get();
+  const std::string what = detail::concat(who(), ": new_group(", list_ranks(ranks), ")");
+  engine_->call(what + ": MPI_Comm_split", timeout(), [made, parent, color, index] {
+    DDP_CHECK_MPI(MPI_Comm_split(parent, color, std::max(index, 0), &made->comm));
+    if (made->comm == MPI_COMM_NULL) return;
+    DDP_CHECK_MPI(MPI_Comm_set_errhandler(made->comm, MPI_ERRORS_RETURN));
+    DDP_CHECK_MPI(MPI_Comm_rank(made->comm, &made->rank));
+    DDP_CHECK_MPI(MPI_Comm_size(made->comm, &made->size));
+  });
+  if (!member) return nullptr;
+  auto comm = std::make_unique<MpiComm>(engine_, made->comm);
+  const int size = static_cast<int>(ranks.size());
+  DDP_CHECK(made->rank == index && made->size == size, what, ": MPI_Comm_split made rank ",
+            made->rank, " of ", made->size, ", expected rank ", index, " of ", size);
+  return std::make_unique<ProcessGroupMpi>(engine_, std::move(comm), index, size, timeout(),
+                                           InParent{ranks, rank(), this->size()});
 }
 
 }  // namespace
@@ -545,10 +661,11 @@ void ProcessGroupMpi::destroy() {
 
 std::unique_ptr<ProcessGroup> make_process_group_mpi(std::chrono::milliseconds timeout) {
   auto runtime = std::make_unique<MpiRuntime>();
-  auto comm = std::make_unique<MpiComm>();
+  // Before the engine's thread starts: until then this thread may call MPI.
+  const MPI_Comm dup = dup_world();
   int rank = 0, size = 0;
-  DDP_CHECK_MPI(MPI_Comm_rank(comm->get(), &rank));
-  DDP_CHECK_MPI(MPI_Comm_size(comm->get(), &size));
+  DDP_CHECK_MPI(MPI_Comm_rank(dup, &rank));
+  DDP_CHECK_MPI(MPI_Comm_size(dup, &size));
   // A launcher that is not MPI's (ddprun, torchrun) starts N singletons, each rank 0
   // of 1. Catch that here instead of letting every rank train alone.
   if (const char* world = std::getenv("WORLD_SIZE")) {
@@ -557,8 +674,11 @@ std::unique_ptr<ProcessGroup> make_process_group_mpi(std::chrono::milliseconds t
               "\nhint: the mpi backend must be launched by mpirun -np N (or srun "
               "--mpi=pmix); under ddprun use the tcp or nccl backend");
   }
-  return std::make_unique<ProcessGroupMpi>(std::move(runtime), std::move(comm), rank, size,
+  auto engine = std::make_shared<MpiEngine>(std::move(runtime));
+  auto comm = std::make_unique<MpiComm>(engine, dup);
+  return std::make_unique<ProcessGroupMpi>(std::move(engine), std::move(comm), rank, size,
                                            timeout);
 }
 
 }  // namespace ddp
+

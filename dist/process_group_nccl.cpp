@@ -75,6 +75,29 @@ class NcclComm {
     settle("ncclCommInitRankConfig", deadline_after(timeout_));
   }
 
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 18, 0)
+  // ncclCommSplit (NCCL 2.18 and later), nonblocking like every call here: every rank of
+  // this communicator calls it; the members (`key`: the rank each gets) are given the new
+  // communicator, the others (member false: NCCL_SPLIT_NOCOLOR) nullptr.
+  std::shared_ptr<NcclComm> split(bool member, int key, int size) {
+    cuda::DeviceGuard guard(device_);
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclComm_t child = nullptr;
+    ncclResult_t status = ncclSuccess;
+    {
+      std::lock_guard lock(mutex_);
+      DDP_CHECK(!aborted_ && !destroyed_, who(), ": ncclCommSplit: the communicator was ",
+                aborted_ ? "aborted" : "destroyed");
+      status = ncclCommSplit(comm_, member ? 0 : NCCL_SPLIT_NOCOLOR, key, &child, &config);
+    }
+    if (status != ncclInProgress) check_nccl(status, "ncclCommSplit", __FILE__, __LINE__);
+    settle("ncclCommSplit", deadline_after(timeout_));  // this communicator's part
+    if (!member) return nullptr;
+    return std::shared_ptr<NcclComm>(new NcclComm(child, key, size, device_, timeout_));
+  }
+#endif
+
   // Note [Communicator teardown]
   // Healthy: ncclCommFinalize flushes what was issued and waits (here: polls, bounded by
   // the timeout) until every rank is done with the communicator, then ncclCommDestroy
@@ -106,10 +129,15 @@ class NcclComm {
   ncclComm_t get() const { return comm_; }
   int device() const { return device_; }
 
-  // "rank 1/8 (nccl, cuda:1, node07)", for messages: ProcessGroup::who() and the GPU.
+  // "rank 1/8 (nccl, cuda:1, node07)", for messages: ProcessGroup::who() and the GPU. A
+  // sub-group's group says so in its own words (set_who): "rank 1/2 of group [2, 3] (nccl,
+  // node07, parent rank 3/4) on cuda:3".
   std::string who() const {
+    if (!who_.empty()) return who_;
     return rank_label(rank_, size_, detail::concat("nccl, cuda:", device_, ", ", host_name()));
   }
+  // Once, before any collective (the group's constructor).
+  void set_who(std::string who) { who_ = std::move(who); }
 
   // Polls ncclCommGetAsyncError until the last call has finished (the state is no longer
   // ncclInProgress). On an error, or when `deadline` passes first, aborts and throws.
@@ -162,6 +190,15 @@ class NcclComm {
   }
 
  private:
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 18, 0)
+  // A communicator that ncclCommSplit made: waits until it is ready, as the constructor does.
+  NcclComm(ncclComm_t comm, int rank, int size, int device, std::chrono::milliseconds timeout)
+      : rank_(rank), size_(size), device_(device), timeout_(timeout), comm_(comm) {
+    cuda::DeviceGuard guard(device_);
+    settle("ncclCommSplit", deadline_after(timeout_));
+  }
+#endif
+
   // Teardown cannot throw (a destructor, or an abort on the way to reporting another
   // error), but a failure there may explain what the job does next: it goes to stderr.
   void report_if_failed(ncclResult_t status, const char* call) const noexcept {
@@ -174,6 +211,7 @@ class NcclComm {
   int size_;
   int device_;
   std::chrono::milliseconds timeout_;
+  std::string who_;   // set_who's, or "" for the plain one
   std::mutex mutex_;  // guards aborted_ and every use of comm_ from a Work's thread
   ncclComm_t comm_ = nullptr;
   bool aborted_ = false;
@@ -311,6 +349,27 @@ class NcclWork final : public Work {
   std::exception_ptr error_;
 };
 
+// ---- Meeting through the store ---------------------------------------------------------
+
+// Rendezvous: rank 0 makes the id (it names rank 0's bootstrap socket) and sets it at
+// `key`; the others read it. The id is a fixed-size byte array, stored as it is.
+std::shared_ptr<NcclComm> comm_through_store(Store& store, const std::string& key, int rank,
+                                             int size, int device,
+                                             std::chrono::milliseconds timeout) {
+  ncclUniqueId id{};
+  if (rank == 0) {
+    DDP_CHECK_NCCL(ncclGetUniqueId(&id));
+    store.set(key, std::string(id.internal, sizeof(id.internal)));
+  } else {
+    const std::string bytes = store.get(key, timeout);
+    DDP_CHECK(bytes.size() == sizeof(id.internal), "make_process_group_nccl: rank ", rank,
+              ": the store's \"", key, "\" holds ", bytes.size(), " bytes, expected ",
+              sizeof(id.internal), "\nhint: use a fresh store (or key prefix) per group");
+    std::memcpy(id.internal, bytes.data(), bytes.size());
+  }
+  return std::make_shared<NcclComm>(id, rank, size, device, timeout);
+}
+
 // ---- The group ----------------------------------------------------------------------
 
 ncclDataType_t nccl_type(DType dtype) {
@@ -339,10 +398,18 @@ ncclRedOp_t nccl_op(ReduceOp op) {
 // when its input is ready.
 class ProcessGroupNccl final : public ProcessGroup {
  public:
+  // `prefix`: its keys in the store ("nccl", or a sub-group's "nccl/group0"); `in_parent`:
+  // for a sub-group (split).
   ProcessGroupNccl(std::shared_ptr<NcclComm> comm, std::shared_ptr<Store> store, int rank,
-                   int size, int device, std::chrono::milliseconds timeout)
-      : ProcessGroup(rank, size, timeout), device_(device), store_(std::move(store)),
-        stream_(make_stream(device)), comm_(std::move(comm)) {}
+                   int size, int device, std::chrono::milliseconds timeout,
+                   std::string prefix = "nccl", InParent in_parent = {})
+      : ProcessGroup(rank, size, timeout, std::move(in_parent)), device_(device),
+        store_(std::move(store)), prefix_(std::move(prefix)), stream_(make_stream(device)),
+        comm_(std::move(comm)) {
+    if (!ProcessGroup::in_parent().ranks.empty()) {
+      comm_->set_who(detail::concat(who(), " on cuda:", device));
+    }
+  }
   ~ProcessGroupNccl() override { destroy(); }
 
   std::string backend_name() const override { return "nccl"; }
@@ -356,7 +423,7 @@ class ProcessGroupNccl final : public ProcessGroup {
     const bool healthy = !comm_->aborted();
     comm_->destroy();
     if (healthy) {
-      detail::leave_store(*store_, "nccl", rank(), size(), std::min(timeout(), kLeavePatience));
+      detail::leave_store(*store_, prefix_, rank(), size(), std::min(timeout(), kLeavePatience));
     }
   }
   void abort() noexcept override { comm_->abort(); }
@@ -427,6 +494,31 @@ class ProcessGroupNccl final : public ProcessGroup {
                   });
   }
 
+ protected:
+  // new_group (dist/new_group.hpp): ncclCommSplit where NCCL has it (2.18 and later),
+  // which every rank of this group joins; before that, a communicator of the members
+  // alone, met through the store under "<prefix>/group<N>" (N counting this group's
+  // new_group calls), whose id the sub-group's rank 0 makes.
+  std::unique_ptr<ProcessGroup> split(const std::vector<int>& ranks) override {
+    std::string prefix = prefix_ + "/group" + std::to_string(groups_made_++);
+    const auto me = std::find(ranks.begin(), ranks.end(), rank());
+    const bool member = me != ranks.end();
+    const int index = member ? static_cast<int>(me - ranks.begin()) : -1;
+    const int size = static_cast<int>(ranks.size());
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 18, 0)
+    std::shared_ptr<NcclComm> comm = comm_->split(member, std::max(index, 0), size);
+#else
+    std::shared_ptr<NcclComm> comm =
+        member ? comm_through_store(*store_, prefix + "/unique_id", index, size, device_, timeout())
+               : nullptr;
+#endif
+    if (!member) return nullptr;
+    return std::make_unique<ProcessGroupNccl>(std::move(comm), store_, index, size, device_,
+                                              timeout(), std::move(prefix),
+                                              InParent{ranks, rank(), this->size()});
+  }
+  Device own_device() const override { return Device::cuda(device_); }
+
  private:
   static cuda::Stream make_stream(int device) {
     cuda::DeviceGuard guard(device);
@@ -480,6 +572,8 @@ class ProcessGroupNccl final : public ProcessGroup {
   // with work still queued is allowed: CUDA frees it once that work is done.
   int device_;
   std::shared_ptr<Store> store_;  // the rendezvous's; rank 0 serves it (destroy())
+  std::string prefix_;            // this group's keys in store_
+  int groups_made_ = 0;           // new_group calls on this group so far
   bool destroyed_ = false;
   Tensor barrier_buffer_;  // one float on device_, made by the first barrier()
   cuda::Stream stream_;    // the communication stream
@@ -502,21 +596,7 @@ std::unique_ptr<ProcessGroup> make_process_group_nccl(std::shared_ptr<Store> sto
             " GPU(s) are usable\nhint: one rank per GPU (ddprun --nproc-per-node <GPUs>); "
             "check CUDA_VISIBLE_DEVICES");
 
-  // Rendezvous: rank 0 makes the id (it names rank 0's bootstrap socket); the others
-  // read it. The id is a fixed-size byte array, stored as it is.
-  constexpr const char* kKey = "nccl/unique_id";
-  ncclUniqueId id{};
-  if (rank == 0) {
-    DDP_CHECK_NCCL(ncclGetUniqueId(&id));
-    store->set(kKey, std::string(id.internal, sizeof(id.internal)));
-  } else {
-    const std::string bytes = store->get(kKey, timeout);
-    DDP_CHECK(bytes.size() == sizeof(id.internal), "make_process_group_nccl: rank ", rank,
-              ": the store's \"", kKey, "\" holds ", bytes.size(), " bytes, expected ",
-              sizeof(id.internal), "\nhint: use a fresh store (or key prefix) per group");
-    std::memcpy(id.internal, bytes.data(), bytes.size());
-  }
-  auto comm = std::make_shared<NcclComm>(id, rank, size, cuda_device, timeout);
+  auto comm = comm_through_store(*store, "nccl/unique_id", rank, size, cuda_device, timeout);
   return std::make_unique<ProcessGroupNccl>(std::move(comm), std::move(store), rank, size,
                                             cuda_device, timeout);
 }

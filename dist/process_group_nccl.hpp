@@ -3,8 +3,10 @@
 // One NCCL communicator per group, on one GPU per rank, running every collective on a
 // communication stream of its own, ordered after the compute stream by an event (Note
 // [Ordering the communication stream] in the .cpp). Built only when NCCL is found
-// (DDP_HAVE_NCCL); dist/init.cpp decides availability with #ifdef. It does not do
-// point-to-point messages, sub-groups, or several GPUs per process.
+// (DDP_HAVE_NCCL); dist/init.cpp decides availability with #ifdef. Sub-groups
+// (new_group, dist/new_group.hpp) split the communicator (ncclCommSplit, NCCL 2.18 and
+// later; before, a communicator of their own through the store). It does not do
+// point-to-point messages or several GPUs per process.
 #pragma once
 
 #include <chrono>

@@ -26,8 +26,8 @@ namespace ddp {
 
 ProcessGroupTcp::ProcessGroupTcp(std::shared_ptr<Store> store, int rank, int size,
                                  std::chrono::milliseconds timeout, std::string prefix,
-                                 std::optional<LinkEmulation> link)
-    : ProcessGroup(rank, size, timeout),
+                                 std::optional<LinkEmulation> link, InParent in_parent)
+    : ProcessGroup(rank, size, timeout, std::move(in_parent)),
       store_(std::move(store)),
       prefix_(std::move(prefix)),
       scratch_(kScratchBytes),
@@ -50,6 +50,16 @@ ProcessGroupTcp::ProcessGroupTcp(std::shared_ptr<Store> store, int rank, int siz
     DDP_FAIL(who(), ": ", store_->get(kStoreConflictKey, std::chrono::milliseconds(0)));
   }
   thread_ = std::thread([this] { communication_loop(); });
+}
+
+std::unique_ptr<ProcessGroup> ProcessGroupTcp::split(const std::vector<int>& ranks) {
+  std::string prefix = prefix_ + "/group" + std::to_string(groups_made_++);
+  const auto me = std::find(ranks.begin(), ranks.end(), rank());
+  if (me == ranks.end()) return nullptr;
+  return std::make_unique<ProcessGroupTcp>(store_, static_cast<int>(me - ranks.begin()),
+                                           static_cast<int>(ranks.size()), timeout(),
+                                           std::move(prefix), link(),
+                                           InParent{ranks, rank(), size()});
 }
 
 std::optional<LinkEmulation> ProcessGroupTcp::link() const {

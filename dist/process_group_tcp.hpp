@@ -51,9 +51,11 @@ class ProcessGroupTcp final : public ProcessGroup {
   // collective. Throws ddp::Error naming the rank that never arrived. `link`: pace every
   // collective's bytes as over that link (dist/link_emulation.hpp); by default whatever
   // DDP_TCP_LINK says, which is usually nothing (plain loopback or network speed).
+  // `in_parent`: for a sub-group, made by new_group through split().
   ProcessGroupTcp(std::shared_ptr<Store> store, int rank, int size,
                   std::chrono::milliseconds timeout = kDefaultTimeout, std::string prefix = "tcp",
-                  std::optional<LinkEmulation> link = link_emulation_from_env());
+                  std::optional<LinkEmulation> link = link_emulation_from_env(),
+                  InParent in_parent = {});
   // destroy(), when nobody called it. Never throws; on rank 0 an orderly end waits for
   // the others' "done" (at most kLeavePatience, Note [An orderly end]).
   ~ProcessGroupTcp() override;
@@ -109,6 +111,13 @@ class ProcessGroupTcp final : public ProcessGroup {
   // and the communication thread looks for the next collective before it sleeps on the
   // queue (Note [Spin, then sleep] in pipelined_ring.cpp).
   static constexpr std::chrono::microseconds kSpin{50};
+
+ protected:
+  // new_group (dist/new_group.hpp): the members build a ring of their own over this
+  // group's store, under the prefix "<prefix>/group<N>", N counting this group's
+  // new_group calls (the same on every rank, since every rank makes them in the same
+  // order), with this group's timeout and emulated link. The others only count.
+  std::unique_ptr<ProcessGroup> split(const std::vector<int>& ranks) override;
 
  private:
   // ProcessGroup's checks, and the dtypes this backend reduces: float32 and int64.
@@ -190,6 +199,7 @@ class ProcessGroupTcp final : public ProcessGroup {
 
   std::shared_ptr<Store> store_;  // kept alive: the group reads failure reports from it
   std::string prefix_;
+  int groups_made_ = 0;  // new_group calls on this group so far: the next sub-group's N
   std::string address_;
   std::string left_address_;
   std::string right_address_;

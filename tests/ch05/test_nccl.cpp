@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "dist/file_store.hpp"
+#include "dist/new_group.hpp"
 #include "dist/process_group_nccl.hpp"
 #include "tensor/cuda/runtime.hpp"  // Event::query
 #include "tensor/cuda/streams.hpp"
@@ -98,6 +99,34 @@ TEST_CASE("nccl broadcast, all_gather, reduce_scatter and barrier at world size 
   auto barrier = group->barrier();
   barrier->wait(std::chrono::seconds(30));
   CHECK(barrier->is_completed());
+}
+
+TEST_CASE("nccl new_group at world size 1: a split of one rank, bad lists refused",
+          "[ch05][nccl]") {
+  // ncclCommSplit (NCCL >= 2.18; otherwise a communicator through the store) of the
+  // only rank; several ranks need several GPUs (ch05_subgroups covers tcp and mpi).
+  auto group = make_group();
+  auto sub = new_group(*group, {0});
+  CHECK(sub->rank() == 0);
+  CHECK(sub->size() == 1);
+  CHECK(sub->backend_name() == "nccl");
+  CHECK(sub->timeout() == group->timeout());
+  CHECK_THAT(sub->who(), Catch::Contains("rank 0/1 of group [0] (nccl,") &&
+                             Catch::Contains("parent rank 0/1)"));
+  Tensor x = iota(1001);
+  sub->all_reduce(x, ReduceOp::Sum)->wait(std::chrono::seconds(30));
+  CHECK(x.to_vector<float>()[1000] == 1000.0f);
+  Tensor gathered = zeros({6}, {DType::Float32, kGpu});
+  sub->all_gather(gathered, iota(6))->wait();
+  CHECK(gathered.to_vector<float>() == std::vector<float>{0, 1, 2, 3, 4, 5});
+  sub->barrier()->wait(std::chrono::seconds(30));
+  sub->destroy();  // the sub-group ends, the parent goes on
+  Tensor y = iota(5);
+  group->all_reduce(y, ReduceOp::Sum)->wait(std::chrono::seconds(30));
+  CHECK(y.to_vector<float>() == std::vector<float>{0, 1, 2, 3, 4});
+  CHECK_THROWS_WITH(new_group(*group, {1}),
+                    Catch::Contains("rank 1 (at index 0) is not a rank of the parent"));
+  CHECK_THROWS_WITH(new_group(*group, {}), Catch::Contains("the list is empty"));
 }
 
 TEST_CASE("nccl collectives check device, shape and dtype before queuing", "[ch05][nccl]") {
