@@ -4,7 +4,9 @@
 // end]).
 #include "dist/process_group.hpp"
 
+#include <algorithm>
 #include <cstdio>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -148,6 +150,17 @@ void staged_copy(const Tensor& src, const Tensor& dst, const ComputeMark& ready)
 
 void copy_back(const Tensor& t, const Tensor& host, const ComputeMark& ready) {
   if (t.is_cuda()) staged_copy(host, t, ready);
+}
+
+std::string quote_failure_report(int peer, const std::string& report) {
+  std::string out = concat("\n  rank ", peer, " had failed first:");
+  std::size_t begin = 0;
+  while (begin < report.size()) {
+    const std::size_t end = std::min(report.find('\n', begin), report.size());
+    out += "\n    " + report.substr(begin, end - begin);
+    begin = end + 1;
+  }
+  return out;
 }
 
 }  // namespace detail

@@ -200,6 +200,10 @@ void staged_copy(const Tensor& src, const Tensor& dst, const ComputeMark& ready)
 void copy_back(const Tensor& t, const Tensor& host, const ComputeMark& ready);
 // All of these are for the communication thread (except mark_compute_stream): for a CUDA
 // tensor they make its GPU the thread's device for good (cuda::use_device).
+// "\n  rank <peer> had failed first:" and `report` under it, each line indented by four:
+// how a group quotes, under its own error, the report of the rank that failed first.
+std::string quote_failure_report(int peer, const std::string& report);
+
 }  // namespace detail
 
 }  // namespace ddp

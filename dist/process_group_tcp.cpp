@@ -43,11 +43,26 @@ ProcessGroupTcp::ProcessGroupTcp(std::shared_ptr<Store> store, int rank, int siz
     DDP_CHECK(!(plain_ring_ && link_), "DDP_TCP_RING=plain cannot pace an emulated link "
               "(DDP_TCP_LINK): the pipelined ring does that");
   }
-  if (size > 1) connect_ring(deadline_after(timeout));
+  const Clock::time_point deadline = deadline_after(timeout);
+  if (size > 1) connect_ring(deadline);
   // Two processes claimed one rank (Note [Claiming a rank], tcp_store.cpp): the ring may
   // have connected with one of each. Say so now rather than at the first collective.
   if (store_->check({kStoreConflictKey})) {
     DDP_FAIL(who(), ": ", store_->get(kStoreConflictKey, std::chrono::milliseconds(0)));
+  }
+  if (size > 1) {  // shared memory when every rank is here (Note [Shared-memory all-reduce])
+    const bool wanted = ShmGroup::wanted_by_env() && !link_ && !plain_ring_;
+    // A rank that stops the others wrote its report first (on_failure): a short wait, not
+    // none, so that the store's round trip has time to bring it.
+    auto report_of = [this](int r) {
+      try {
+        return store_->get(prefix_ + "/failure/" + std::to_string(r), kReportTimeout);
+      } catch (...) {  // none, or the store went down with that rank
+        return std::string();
+      }
+    };
+    shm_ = ShmGroup::open_if_one_host(*store_, prefix_, rank, size, wanted, deadline, who(),
+                                      report_of);
   }
   thread_ = std::thread([this] { communication_loop(); });
 }
@@ -69,6 +84,7 @@ std::optional<LinkEmulation> ProcessGroupTcp::link() const {
 
 std::string ProcessGroupTcp::description() const {
   if (plain_ring_) return "tcp (plain ring)";
+  if (shm_) return "tcp (shared memory)";
   return link_ ? "tcp (emulated link " + link_->link().describe() + ")" : "tcp";
 }
 
@@ -177,6 +193,7 @@ void ProcessGroupTcp::destroy() {
 
 void ProcessGroupTcp::abort() noexcept {
   aborted_ = true;
+  if (shm_) shm_->abort(rank());
   left_.shutdown();
   right_.shutdown();
 }
@@ -208,7 +225,11 @@ std::shared_ptr<Work> ProcessGroupTcp::all_reduce(Tensor& tensor, ReduceOp op) {
   detail::ComputeMark ready = detail::mark_compute_stream(t);
   return enqueue(describe("all_reduce", t, extra.c_str()), [this, t, op, ready]() mutable {
     Tensor host = detail::host_copy(t, ready);
-    if (host.dtype() == DType::Float32 && plain_ring_ &&
+    if (shm_ && host.dtype() == DType::Float32) {
+      shm_->all_reduce(host.data<float>(), host.numel(), op, shm_call());
+    } else if (shm_) {
+      shm_->all_reduce(host.data<std::int64_t>(), host.numel(), op, shm_call());
+    } else if (host.dtype() == DType::Float32 && plain_ring_ &&
         (op == ReduceOp::Sum || op == ReduceOp::Avg)) {
       plain_all_reduce(host.data<float>(), host.numel(), op);
     } else if (host.dtype() == DType::Float32) {
@@ -293,7 +314,11 @@ std::shared_ptr<Work> ProcessGroupTcp::all_gather(Tensor& output, const Tensor& 
     // Our own piece first, at its place: chunk rank() of the output.
     Tensor flat = host.reshape({host.numel()});
     detail::staged_copy(in.reshape({n}), flat.narrow(0, rank() * n, n), ready);
-    if (host.dtype() == DType::Float32 && plain_ring_) {
+    if (shm_) {
+      const std::size_t bytes = static_cast<std::size_t>(n) * element_size(host.dtype());
+      auto* all = static_cast<std::byte*>(host.raw_data());
+      shm_->all_gather(all + static_cast<std::size_t>(rank()) * bytes, all, bytes, shm_call());
+    } else if (host.dtype() == DType::Float32 && plain_ring_) {
       plain_ring_all_gather(std::span(host.data<float>(), host.numel()), rank(), size(),
                             plain_links());
     } else if (host.dtype() == DType::Float32) {
@@ -319,7 +344,15 @@ std::shared_ptr<Work> ProcessGroupTcp::reduce_scatter(Tensor& output, const Tens
     // The input is const: reduce in a copy of it, then hand out our chunk.
     Tensor work = in.is_cuda() ? detail::host_copy(in, ready) : in.clone();
     const std::int64_t n = out.numel();
-    if (work.dtype() == DType::Float32 && plain_ring_ &&
+    // shm_ writes our block's result over our block of the input as it goes: each piece
+    // of it is in a slot by then.
+    if (shm_ && work.dtype() == DType::Float32) {
+      float* all = work.data<float>();
+      shm_->reduce_scatter(all, all + rank() * n, n, op, shm_call());
+    } else if (shm_) {
+      std::int64_t* all = work.data<std::int64_t>();
+      shm_->reduce_scatter(all, all + rank() * n, n, op, shm_call());
+    } else if (work.dtype() == DType::Float32 && plain_ring_ &&
         (op == ReduceOp::Sum || op == ReduceOp::Avg)) {
       plain_reduce_scatter(work.data<float>(), n, op);
     } else if (work.dtype() == DType::Float32) {
@@ -407,8 +440,13 @@ std::shared_ptr<Work> ProcessGroupTcp::broadcast(Tensor& tensor, int root) {
   detail::ComputeMark ready = detail::mark_compute_stream(t);
   return enqueue(describe("broadcast", t, extra.c_str()), [this, t, root, ready]() mutable {
     Tensor host = detail::host_copy(t, ready);
-    ring_broadcast(static_cast<std::byte*>(host.raw_data()),
-                   static_cast<std::size_t>(host.numel()) * element_size(host.dtype()), root);
+    auto* data = static_cast<std::byte*>(host.raw_data());
+    const std::size_t bytes = static_cast<std::size_t>(host.numel()) * element_size(host.dtype());
+    if (shm_) {
+      shm_->broadcast(data, bytes, root, shm_call());
+    } else {
+      ring_broadcast(data, bytes, root);
+    }
     detail::copy_back(t, host, ready);
   });
 }
@@ -434,6 +472,10 @@ std::shared_ptr<Work> ProcessGroupTcp::barrier() {
   // An all-reduce of one number: its result depends on every rank's input, so no rank
   // can finish it before all have entered.
   return enqueue("barrier", [this] {
+    if (shm_) {
+      shm_->barrier(shm_call());
+      return;
+    }
     std::int64_t one = 1;
     ring_all_reduce(&one, 1, ReduceOp::Sum);
   });

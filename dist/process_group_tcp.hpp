@@ -8,7 +8,9 @@
 // bytes both ways at once (Note [One stream]). Small all-reduces take a path of half the
 // steps (Note [Small all-reduce]). DDP_TCP_LINK makes the links behave like a slower
 // network, for chapter 07 (dist/link_emulation.hpp). DDP_TCP_RING=plain runs float32 sums
-// through the plain ring of dist/plain_ring.hpp instead, to compare. CUDA tensors are staged through
+// through the plain ring of dist/plain_ring.hpp instead, to compare. When every rank is on
+// this host, the collectives go through shared memory instead of the ring (dist/shm_group.hpp,
+// Note [Shared-memory all-reduce]); DDP_TCP_SHM=0 keeps the ring. CUDA tensors are staged through
 // host memory: this backend teaches the algorithm; nccl (process_group_nccl.hpp) is the
 // one for GPUs. No multiple rings, no trees, no compression.
 //
@@ -34,6 +36,7 @@
 #include "dist/plain_ring.hpp"  // RingLinks
 #include "dist/process_group.hpp"
 #include "dist/ring_schedule.hpp"
+#include "dist/shm_group.hpp"
 #include "dist/socket.hpp"
 #include "dist/store.hpp"
 #include "dist/work.hpp"
@@ -72,8 +75,12 @@ class ProcessGroupTcp final : public ProcessGroup {
   std::shared_ptr<Store> store() const override { return store_; }
 
   std::string backend_name() const override { return "tcp"; }
-  // One line for a program's banner: "tcp", or "tcp (emulated link 1 Gbit/s, 50 us)".
+  // One line for a program's banner: "tcp", "tcp (shared memory)", or "tcp (emulated link
+  // 1 Gbit/s, 50 us)".
   std::string description() const;
+  // Whether the collectives go through shared memory (every rank on this host, and
+  // DDP_TCP_SHM not 0; never with an emulated link or the plain ring).
+  bool uses_shared_memory() const { return shm_ != nullptr; }
   // The emulated link, when there is one.
   std::optional<LinkEmulation> link() const;
 
@@ -209,6 +216,11 @@ class ProcessGroupTcp final : public ProcessGroup {
   Socket right_;  // send only: to rank + 1
   PageBuffer scratch_;  // page-aligned: Note [4K aliasing] in pipelined_ring.cpp
   std::unique_ptr<EmulatedLink> link_;  // to the right; null: the plain socket
+  // Every rank on this host: the collectives' bytes go through here, not the ring (whose
+  // links stay connected: they close when a peer dies, and the ring is there to compare)
+  std::unique_ptr<ShmGroup> shm_;
+  // What the running collective tells shm_'s waits: its deadline and description.
+  ShmGroup::Call shm_call() const { return {current_deadline_, current_}; }
   // DDP_TCP_RING=plain: float32 sum/average all-reduces and reduce-scatters, and float32
   // all-gathers, take the plain ring (plain_links)
   bool plain_ring_ = false;

@@ -24,6 +24,7 @@ void ProcessGroupTcp::on_failure(const std::string& message) {
   }
   left_.shutdown();
   right_.shutdown();
+  if (shm_) shm_->abort(rank());  // the ranks waiting in shared memory stop too
 }
 
 namespace {
@@ -92,13 +93,7 @@ void ProcessGroupTcp::fail_peer(bool left, PeerFault fault, const std::string& w
     message += detail::concat("\n  ", neighbour_name(!left), " closed the connection too");
   }
   if (!report.empty()) {
-    message += detail::concat("\n  rank ", peer, " had failed first:");
-    std::size_t begin = 0;
-    while (begin < report.size()) {
-      const std::size_t end = std::min(report.find('\n', begin), report.size());
-      message += "\n    " + report.substr(begin, end - begin);
-      begin = end + 1;
-    }
+    message += detail::quote_failure_report(peer, report);
   } else {
     message += fault == PeerFault::Closed
                    ? detail::concat("\n  rank ", peer, " left no failure report: the process "

@@ -24,6 +24,7 @@
 
 #include "dist/init.hpp"
 #include "dist/process_group.hpp"
+#include "dist/process_group_tcp.hpp"
 #include "base/error.hpp"
 #include "tensor/tensor.hpp"
 
@@ -385,7 +386,10 @@ int main(int argc, char** argv) {
     init.timeout = std::chrono::seconds(options.timeout_s);
     std::unique_ptr<ProcessGroup> group = ddp::init_process_group(init);
     if (group->rank() == 0) {
-      std::printf("ch05_collectives: backend %s, %d ranks\n", group->backend_name().c_str(),
+      // tcp says whether it runs through shared memory or its ring.
+      const auto* tcp = dynamic_cast<const ddp::ProcessGroupTcp*>(group.get());
+      std::printf("ch05_collectives: backend %s, %d ranks\n",
+                  tcp != nullptr ? tcp->description().c_str() : group->backend_name().c_str(),
                   group->size());
     }
     Suite suite(*group, std::chrono::seconds(options.timeout_s));

@@ -4,7 +4,8 @@
 #   faults.sh <scenario> <ch05_fault> <ddprun> <mpiexec> <scratch folder>
 # Scenarios:
 #   kill-direct     4 ranks started here (RANK=... by hand), rank 2 SIGKILLs itself: every
-#                   survivor exits 3 within the 10 s timeout, its error naming rank 2
+#                   survivor exits 3 within the 10 s timeout, its error naming rank 2; no
+#                   shared-memory segment of the job is left in /dev/shm (nor in kill-ddprun)
 #   kill-ddprun     the same under ddprun --nproc-per-node 3 (rank 1 dies): ddprun exits
 #                   137 within 20 s, naming rank 1 as the rank that failed first (signal
 #                   9), and a survivor's forwarded error names rank 1 too
@@ -18,6 +19,8 @@
 #                   time naming the address and asking whether rank 0 is up
 #   world-disagree  rank 0 says world size 2, rank 1 says 3: both fail within the timeout,
 #                   each saying which rank was started with which world size
+#   shm-left        ranks under ddprun leave a segment in /dev/shm named as a tcp group
+#                   names its own (as a crash during its set-up would): ddprun removes it
 set -u
 scenario=$1 fault=$2 ddprun=$3 mpiexec=$4 work=$5
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
@@ -25,6 +28,13 @@ fail() { echo "FAIL ($scenario): $*"; exit 1; }
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 export OMP_NUM_THREADS=1
 port=$("$fault" free-port) || fail "could not pick a free port"
+# The job's shared-memory segments are named after its token (dist/shm_name.hpp).
+export DDP_JOB_TOKEN=faults$$
+no_segment_left() {
+  local left
+  left=$(ls /dev/shm | grep "^ddp-$DDP_JOB_TOKEN-")
+  [ -z "$left" ] || fail "left in /dev/shm: $left"
+}
 
 # start_rank <rank> <world> <log> ARGS...: one rank in the background, env:// by hand.
 start_rank() {
@@ -80,6 +90,7 @@ kill-direct)
     expect_in rank$r.log "rank 2 .*(closed the connection|no failure report|died)" \
       "rank $r's error does not name the lost rank 2"
   done
+  no_segment_left
   ;;
 kill-ddprun)
   start=$(now_ms)
@@ -94,6 +105,7 @@ kill-ddprun)
   expect_in job.log "^ddprun: rank 1 .*failed first: killed by signal 9" \
     "ddprun does not name rank 1 as the rank that failed first"
   expect_in job.log "^\[rank [02]\] .*rank 1 " "no survivor names the lost rank 1"
+  no_segment_left
   ;;
 kill-mpi)
   start=$(now_ms)
@@ -138,6 +150,12 @@ world-disagree)
   want="rank 1 was started with world size 3, but rank 0 with 2"
   expect_in rank0.log "$want" "rank 0 does not report the disagreement"
   expect_in rank1.log "$want" "rank 1 does not report the disagreement"
+  ;;
+shm-left)
+  # $$ in each rank's shell is that rank's pid: gone once ddprun returns.
+  "$ddprun" --nproc-per-node 2 bash -c "touch /dev/shm/ddp-$DDP_JOB_TOKEN-x-\$\$-1" \
+    >job.log 2>&1 || { cat job.log; fail "ddprun failed"; }
+  no_segment_left
   ;;
 *)
   fail "unknown scenario"

@@ -8,4 +8,8 @@ set -u
 mpiexec=$1 np=$2 fault=$3
 shift 3
 port=$("$fault" free-port) || { echo "FAIL: could not pick a free port"; exit 1; }
-exec "$mpiexec" -np "$np" --oversubscribe -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT="$port" "$@"
+# DDP_TCP_SHM, when set, reaches the ranks too (mpirun passes on only what -x names).
+shm=()
+[ -n "${DDP_TCP_SHM:-}" ] && shm=(-x DDP_TCP_SHM)
+exec "$mpiexec" -np "$np" --oversubscribe -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT="$port" \
+  ${shm[@]+"${shm[@]}"} "$@"

@@ -329,6 +329,7 @@ TEST_CASE("tcp collectives refuse a bad root or mismatched tensors and name the 
 }
 
 TEST_CASE("tcp collectives in 2, 3 and 4 processes match the closed forms", "[ch05][tcp]") {
+  ::setenv("DDP_TCP_SHM", "0", 1);  // the ring's: test_tcp_shm.cpp has shared memory's
   for (int w : {2, 3, 4}) {
     auto server = start_server();
     const int port = server->port();
@@ -351,6 +352,7 @@ TEST_CASE("tcp collectives in 2, 3 and 4 processes match the closed forms", "[ch
 // the ring (sizes above the small all-reduce's, which adds in another order).
 TEST_CASE("plain ring all_reduce equals the closed forms and the pipelined ring bit for bit",
           "[ch05][tcp][ex05.2]") {
+  ::setenv("DDP_TCP_SHM", "0", 1);  // the ring's: test_tcp_shm.cpp has shared memory's
   for (int w : {2, 3, 4}) {
     auto server = start_server();
     const int port = server->port();
@@ -434,6 +436,7 @@ TEST_CASE("tcp ranks that disagree on DDP_TCP_RING are refused at set-up, naming
 }
 
 TEST_CASE("tcp all_reduce fails naming the rank that died, then fails fast", "[ch05][tcp]") {
+  ::setenv("DDP_TCP_SHM", "0", 1);  // the ring's: test_tcp_shm.cpp has shared memory's
   for (int w : {3, 4}) {
     const int victim = 2;
     auto server = start_server();
@@ -480,6 +483,7 @@ TEST_CASE("tcp all_reduce fails naming the rank that died, then fails fast", "[c
 
 TEST_CASE("tcp nests the report of the rank that failed first under its own error",
           "[ch05][tcp]") {
+  ::setenv("DDP_TCP_SHM", "0", 1);  // the ring's: test_tcp_shm.cpp has shared memory's
   // Rank 1 calls all_reduce at once and times out waiting for rank 0, which comes 3 s
   // late: rank 1 leaves its report in the store and shuts its sockets. Rank 0 then sees
   // the connection closed and must tell rank 1's story, nested under its own line, with
@@ -516,6 +520,7 @@ TEST_CASE("tcp nests the report of the rank that failed first under its own erro
 }
 
 TEST_CASE("tcp refuses ranks that call different collectives, naming both", "[ch05][tcp]") {
+  ::setenv("DDP_TCP_SHM", "0", 1);  // the ring's: test_tcp_shm.cpp has shared memory's
   // Rank 1 all-reduces 4 floats while the others all-reduce 6 (it used to finish with
   // garbage while rank 0 failed); then, in a fresh group, rank 2 broadcasts where the
   // others all-reduce. Every rank fails, and a rank whose left neighbour disagrees names

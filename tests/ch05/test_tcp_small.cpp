@@ -22,10 +22,14 @@
 #include "tensor/tensor.hpp"
 #include "tests/ch05/fork_ranks.hpp"
 #include "tests/ch05/local_store.hpp"
+#include "tests/ch05/rank_values.hpp"
 
 using namespace std::chrono_literals;
 using ddp::ProcessGroupTcp;
 using ddp::ReduceOp;
+using ddp::test::reference;
+using ddp::test::reference_int;
+using ddp::test::value;
 
 namespace {
 
@@ -38,53 +42,6 @@ std::vector<std::int64_t> sizes(int w) {
   const auto at = static_cast<std::int64_t>(ProcessGroupTcp::kSmallAllReduceBytes /
                                             (sizeof(T) * static_cast<std::size_t>(w - 1)));
   return {0, 1, 7, at - 1, at, at + 1, 3 * at};
-}
-
-// Rank r's element i: a hash of (r, i), spread over magnitudes (floats from 1e-3 to 1e5,
-// both signs, so that float addition in another order rounds differently; int64 up to
-// 2^50, both signs, so Avg must truncate toward zero).
-std::uint64_t mix(int r, std::int64_t i) {
-  std::uint64_t x = static_cast<std::uint64_t>(i) * 0x9E3779B97F4A7C15ULL +
-                    static_cast<std::uint64_t>(r + 1) * 0xBF58476D1CE4E5B9ULL;
-  x ^= x >> 31;
-  x *= 0x94D049BB133111EBULL;
-  return x ^ (x >> 29);
-}
-template <typename T>
-T value(int r, std::int64_t i) {
-  const std::uint64_t h = mix(r, i);
-  if constexpr (std::is_same_v<T, float>) {
-    const float sign = (h & 1) ? -1.0f : 1.0f;
-    const float mantissa = static_cast<float>((h >> 8) % 100000) / 1000.0f;  // [0, 100)
-    return sign * mantissa * std::pow(10.0f, static_cast<float>((h >> 40) % 5) - 2.0f);
-  } else {
-    return static_cast<std::int64_t>(h >> 14) - (std::int64_t{1} << 49);
-  }
-}
-
-// The naive reduction over ranks 0..w-1, in double for floats.
-template <typename T>
-double reference(ReduceOp op, int w, std::int64_t i) {
-  if constexpr (std::is_same_v<T, float>) {
-    double acc = value<T>(0, i);
-    for (int r = 1; r < w; ++r) {
-      const double v = value<T>(r, i);
-      acc = op == ReduceOp::Max   ? std::max(acc, v)
-            : op == ReduceOp::Min ? std::min(acc, v)
-                                  : acc + v;
-    }
-    return op == ReduceOp::Avg ? acc / w : acc;
-  } else {
-    return 0;  // int64: see reference_int
-  }
-}
-std::int64_t reference_int(ReduceOp op, int w, std::int64_t i) {
-  std::int64_t acc = value<std::int64_t>(0, i);
-  for (int r = 1; r < w; ++r) {
-    const std::int64_t v = value<std::int64_t>(r, i);
-    acc = op == ReduceOp::Max ? std::max(acc, v) : op == ReduceOp::Min ? std::min(acc, v) : acc + v;
-  }
-  return op == ReduceOp::Avg ? acc / w : acc;  // C++ division truncates toward zero
 }
 
 // One rank: every op and size; writes each float result to `dir`; returns the number of
@@ -103,10 +60,7 @@ int check_rank(ProcessGroupTcp& g, const std::filesystem::path& dir) {
         double want = 0;
         if constexpr (std::is_same_v<T, float>) {
           want = reference<T>(op, g.size(), i);
-          // float sums of w terms: within (w-1) roundings of the sum of magnitudes.
-          double magnitude = 0;
-          for (int r = 0; r < g.size(); ++r) magnitude += std::abs(value<T>(r, i));
-          ok = std::abs(got[i] - want) <= g.size() * 1.2e-7 * magnitude;
+          ok = ddp::test::float_ok(got[i], op, g.size(), i);
         } else {
           want = static_cast<double>(reference_int(op, g.size(), i));
           ok = got[i] == reference_int(op, g.size(), i);
@@ -139,6 +93,8 @@ std::string slurp(const std::filesystem::path& file) {
 
 TEST_CASE("tcp small all_reduce: exact for int64, the same float bits on every rank, around "
           "its threshold", "[ch05][tcp]") {
+  // The ring's path, not shared memory's (test_tcp_shm.cpp), though the ranks share a host.
+  ::setenv("DDP_TCP_SHM", "0", 1);
   for (int w : {2, 3, 4}) {
     for (const std::size_t element : {sizeof(float), sizeof(std::int64_t)}) {  // the threshold
       const std::vector<std::int64_t> n = element == 4 ? sizes<float>(w) : sizes<std::int64_t>(w);

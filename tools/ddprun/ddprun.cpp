@@ -24,6 +24,7 @@
 
 #include "base/error.hpp"
 #include "base/errno_text.hpp"
+#include "dist/shm_name.hpp"  // header-only, like dist/job_token.hpp
 #include "tools/ddprun/node_claim.hpp"
 #include "tools/ddprun/options.hpp"
 #include "tools/ddprun/rank_process.hpp"
@@ -118,6 +119,10 @@ int run_with_restarts(const Options& o, int signal_fd, const NodeClaim& claim, i
       }
     }
     const Outcome outcome = supervise(ranks, signal_fd, claim, o, port, started);
+    // Every rank has exited. A tcp group unlinks its shared-memory segment once all its
+    // ranks have mapped it; a rank killed during that set-up leaves it behind: removed
+    // here (and by the next job's set-up), with any other whose creator is gone.
+    ddp::detail::remove_dead_shm_segments();
     if (!outcome.rank_failed || o.max_restarts == 0) return outcome.exit_code;
     if (restart == o.max_restarts) {
       std::fprintf(stderr, "ddprun: no restarts left (--max-restarts %d); giving up\n",

@@ -362,8 +362,9 @@ kill9)
   ((rc != 0)) || { cat $log; failk other "ddprun exited 0 after rank 1 was killed"; }
   grep -q 'rank 1 (pid [0-9]*) failed first: killed by signal 9' $log ||
     { cat $log; failk other "ddprun does not blame the killed rank"; }
-  # The survivor's watchdog names the lost rank with its pid (chapter 08, watchdog.hpp).
-  grep -Eq "^ddp watchdog: rank 0/2 .*rank 1 \([^)]*pid $victim\) closed the connection" $log ||
+  # The survivor's watchdog names the lost rank with its pid (chapter 08, watchdog.hpp): its
+  # connection closed (the ring), or its process died (shared memory, both ranks here).
+  grep -Eq "^ddp watchdog: rank 0/2 .*rank 1 \([^)]*pid $victim\) (closed the connection|died)" $log ||
     { cat $log; failk other "rank 0 did not fail naming rank 1 and its pid $victim"; }
   no_orphans $pids
   echo "ok: rank 1 killed, ddprun exited $rc after $((SECONDS - killed_at)) s, nothing left"
