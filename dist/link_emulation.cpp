@@ -70,7 +70,15 @@ LinkEmulation parse_link_emulation(const std::string& text, const char* variable
 std::optional<LinkEmulation> link_emulation_from_env() {
   const char* value = std::getenv(kLinkVariable);
   if (value == nullptr || *value == '\0') return std::nullopt;
-  return parse_link_emulation(value);
+  LinkEmulation link = parse_link_emulation(value);
+  if (const char* scope = std::getenv(kLinkScopeVariable); scope != nullptr && *scope != '\0') {
+    const std::string text = scope;
+    DDP_CHECK(text == "all" || text == "between-hosts", kLinkScopeVariable, "=\"", text,
+              "\": expected all (every link of the ring, the default) or between-hosts (only "
+              "the links to a rank on another host)");
+    link.between_hosts_only = text == "between-hosts";
+  }
+  return link;
 }
 
 std::string describe_link(double bytes_per_second, double latency_s) {
@@ -96,7 +104,8 @@ std::string describe_link(double bytes_per_second, double latency_s) {
 }
 
 std::string LinkEmulation::describe() const {
-  return describe_link(bytes_per_second, std::chrono::duration<double>(latency).count());
+  return describe_link(bytes_per_second, std::chrono::duration<double>(latency).count()) +
+         (between_hosts_only ? ", between hosts" : "");
 }
 
 // ==== The wire ==========================================================================

@@ -34,6 +34,10 @@ inline constexpr const char* kLinkGrammar =
 struct LinkEmulation {
   double bytes_per_second = 0;     // > 0
   std::chrono::nanoseconds latency{0};  // one way, >= 0
+  // DDP_TCP_LINK_SCOPE=between-hosts: pace only the links to a rank on another host, as a
+  // cluster's network is slow and the links inside a node are not (chapter 07,
+  // "Topology"); by default ("all") every link, which on one machine is the point.
+  bool between_hosts_only = false;
 
   // "1 Gbit/s, 50 us" (describe_link)
   std::string describe() const;
@@ -50,7 +54,11 @@ std::string describe_link(double bytes_per_second, double latency_s);
 LinkEmulation parse_link_emulation(const std::string& text,
                                    const char* variable = kLinkVariable);
 
-// DDP_TCP_LINK parsed; nullopt when it is unset or empty (the plain, unpaced links).
+// The scope's variable: "all" (the default) or "between-hosts".
+inline constexpr const char* kLinkScopeVariable = "DDP_TCP_LINK_SCOPE";
+
+// DDP_TCP_LINK parsed, with DDP_TCP_LINK_SCOPE; nullopt when DDP_TCP_LINK is unset or
+// empty (the plain, unpaced links). A scope other than all or between-hosts is refused.
 std::optional<LinkEmulation> link_emulation_from_env();
 
 // One direction of one emulated link: the wire between our send() and the neighbour's

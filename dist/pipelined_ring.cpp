@@ -472,6 +472,7 @@ void ProcessGroupTcp::run_ring(const RingPlan<T>& plan) {
     if (streams.turn_again(moved)) continue;
     streams.wait_for_links();
   }
+  payload_sent_ += static_cast<std::int64_t>(plan.send_total) * static_cast<std::int64_t>(sizeof(T));
 }
 
 // The rings the collectives run (process_group_tcp.cpp): the reduced dtypes and bytes.

@@ -18,6 +18,7 @@
 #include "base/error.hpp"
 #include "base/trace.hpp"
 #include "dist/host_reduce.hpp"
+#include "dist/launch_env.hpp"  // host_name
 #include "dist/tcp_store.hpp"  // kStoreConflictKey
 
 namespace ddp {
@@ -31,6 +32,7 @@ ProcessGroupTcp::ProcessGroupTcp(std::shared_ptr<Store> store, int rank, int siz
       store_(std::move(store)),
       prefix_(std::move(prefix)),
       scratch_(kScratchBytes),
+      link_config_(link),
       link_(link ? std::make_unique<EmulatedLink>(*link) : nullptr) {
   DDP_CHECK(store_ != nullptr, "ProcessGroupTcp needs a store");
   DDP_CHECK(size >= 1 && rank >= 0 && rank < size, "ProcessGroupTcp: rank ", rank,
@@ -45,6 +47,8 @@ ProcessGroupTcp::ProcessGroupTcp(std::shared_ptr<Store> store, int rank, int siz
   }
   const Clock::time_point deadline = deadline_after(timeout);
   if (size > 1) connect_ring(deadline);
+  // DDP_TCP_LINK_SCOPE=between-hosts: a right neighbour on this host gets the plain socket.
+  if (link_ && link_->link().between_hosts_only && right_host_ == host_name()) link_.reset();
   // Two processes claimed one rank (Note [Claiming a rank], tcp_store.cpp): the ring may
   // have connected with one of each. Say so now rather than at the first collective.
   if (store_->check({kStoreConflictKey})) {
@@ -73,7 +77,7 @@ std::unique_ptr<ProcessGroup> ProcessGroupTcp::split(const std::vector<int>& ran
   if (me == ranks.end()) return nullptr;
   return std::make_unique<ProcessGroupTcp>(store_, static_cast<int>(me - ranks.begin()),
                                            static_cast<int>(ranks.size()), timeout(),
-                                           std::move(prefix), link(),
+                                           std::move(prefix), link_config_,
                                            InParent{ranks, rank(), size()});
 }
 
@@ -85,6 +89,9 @@ std::optional<LinkEmulation> ProcessGroupTcp::link() const {
 std::string ProcessGroupTcp::description() const {
   if (plain_ring_) return "tcp (plain ring)";
   if (shm_) return "tcp (shared memory)";
+  if (link_config_ && !link_) {  // between hosts only, and our right neighbour is here
+    return "tcp (emulated link " + link_config_->describe() + "; none to our right neighbour)";
+  }
   return link_ ? "tcp (emulated link " + link_->link().describe() + ")" : "tcp";
 }
 
@@ -282,6 +289,7 @@ RingLinks ProcessGroupTcp::plain_links() {
   return RingLinks{
       [this, named](std::span<const float> chunk) {
         named(false, [&] { right_.send_all(chunk.data(), chunk.size_bytes(), current_deadline_); });
+        payload_sent_ += static_cast<std::int64_t>(chunk.size_bytes());
       },
       [this, named](std::span<float> chunk) {
         named(true, [&] { left_.recv_all(chunk.data(), chunk.size_bytes(), current_deadline_); });

@@ -91,6 +91,11 @@ class ProcessGroupTcp final : public ProcessGroup {
                                        ReduceOp op = ReduceOp::Sum) override;
   std::shared_ptr<Work> barrier() override;
 
+  // The collectives' bytes this rank has sent to its right neighbour so far, headers not
+  // counted (Note [Collective check] in pipelined_ring.cpp adds 128 bytes a collective):
+  // what the cost model's byte counts predict (dist/parallel/cost_model.hpp, LinkBytes).
+  std::int64_t payload_bytes_sent() const { return payload_sent_.load(); }
+
   // Where this rank listens for its left neighbour ("127.0.0.1:40123").
   const std::string& address() const { return address_; }
 
@@ -212,9 +217,12 @@ class ProcessGroupTcp final : public ProcessGroup {
   std::string right_address_;
   std::string left_process_;   // "node07, pid 4711", for messages; "" when unknown
   std::string right_process_;
+  std::string right_host_;  // the right neighbour's host name
+  std::atomic<std::int64_t> payload_sent_{0};  // payload_bytes_sent()
   Socket left_;   // receive only: from rank - 1
   Socket right_;  // send only: to rank + 1
   PageBuffer scratch_;  // page-aligned: Note [4K aliasing] in pipelined_ring.cpp
+  std::optional<LinkEmulation> link_config_;  // what was asked for; sub-groups get it too
   std::unique_ptr<EmulatedLink> link_;  // to the right; null: the plain socket
   // Every rank on this host: the collectives' bytes go through here, not the ring (whose
   // links stay connected: they close when a peer dies, and the ring is there to compare)

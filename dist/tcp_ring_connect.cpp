@@ -62,6 +62,8 @@ void ProcessGroupTcp::connect_ring(Clock::time_point deadline) {
   };
   left_process_ = process_of(neighbour(true));
   right_process_ = process_of(neighbour(false));
+  right_host_ = store_->get(prefix_ + "/host/" + std::to_string(neighbour(false)),
+                            std::chrono::milliseconds(0));
 }
 
 // The right neighbour's address, from the store; the connection to it; our hello on it.

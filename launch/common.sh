@@ -61,13 +61,15 @@ export DDP_ROOT DDP_BUILD DDP_BIN
 # ---- What mpirun hands on to the ranks -------------------------------------------------
 # srun and ddprun give the ranks this script's whole environment; mpirun only what its -x
 # flags name. DDP_MPIRUN_X holds -x NAME for every NCCL_* variable set (NCCL reads them:
-# the network, debugging; launch/ch07_multinode.sh lists the ones worth knowing) and for
-# DDP_MEMORY_LIMIT_MB when set (chapter 09's budget); each mpirun line adds the
+# the network, debugging; launch/ch07_multinode.sh lists the ones worth knowing), for
+# DDP_MEMORY_LIMIT_MB when set (chapter 09's budget) and for the tcp backend's DDP_TCP_*
+# settings when set (an emulated link, its scope, shared memory); each mpirun line adds the
 # rendezvous's own (MASTER_ADDR, MASTER_PORT, DDP_JOB_TOKEN). The scripts expand it as
 # ${DDP_MPIRUN_X[@]+"${DDP_MPIRUN_X[@]}"}: bash before 4.4 (RHEL 7) calls an empty array
 # unbound under set -u.
 DDP_MPIRUN_X=()
-for ddp_name in $(compgen -e NCCL_ || true) DDP_MEMORY_LIMIT_MB; do
+for ddp_name in $(compgen -e NCCL_ || true) DDP_MEMORY_LIMIT_MB DDP_TCP_LINK DDP_TCP_LINK_SCOPE \
+  DDP_TCP_SHM DDP_TCP_RING; do
   if [[ -n ${!ddp_name:-} ]]; then DDP_MPIRUN_X+=(-x "$ddp_name"); fi
 done
 

@@ -182,4 +182,60 @@ std::vector<BucketTiming> ready_at_uniform_rate(std::span<const std::int64_t> by
   return ready_at_fractions(bytes, fractions, backward_s);
 }
 
+// ---- Topology ----------------------------------------------------------------------------
+
+namespace {
+
+void check_topology(const Topology& t, const char* who) {
+  DDP_CHECK(t.nodes >= 1 && t.per_node >= 1, who, ": nodes and per_node must be >= 1, got ",
+            t.nodes, " and ", t.per_node);
+  check_link(t.intra, who);
+  check_link(t.inter, who);
+}
+
+}  // namespace
+
+double flat_ring_seconds(std::int64_t bytes, const Topology& topology) {
+  check_topology(topology, "flat_ring_seconds");
+  const RingLink& slowest = topology.nodes > 1 ? topology.inter : topology.intra;
+  return ring_all_reduce_seconds(bytes, topology.nodes * topology.per_node, slowest);
+}
+
+double two_level_seconds(std::int64_t bytes, const Topology& topology, bool shared_nic) {
+  check_topology(topology, "two_level_seconds");
+  DDP_CHECK(bytes >= 0, "two_level_seconds: bytes must be >= 0, got ", bytes);
+  const int local = topology.per_node;
+  const double slice = static_cast<double>(bytes) / local;
+  // Reduce-scatter and all-gather in the node: each is half a ring of L ranks, L-1 steps
+  // that each move one slice.
+  const double in_node = (local - 1) * topology.intra.latency_s +
+                         (local - 1) * slice / topology.intra.bandwidth_bytes_per_s;
+  // Across: a ring of N over a slice; L of them through one card when it is shared.
+  RingLink across = topology.inter;
+  if (shared_nic) across.bandwidth_bytes_per_s /= local;
+  const double between = ring_all_reduce_seconds(static_cast<std::int64_t>(slice),
+                                                 topology.nodes, across);
+  return 2 * in_node + between;
+}
+
+LinkBytes flat_ring_bytes(std::int64_t bytes, const Topology& topology) {
+  check_topology(topology, "flat_ring_bytes");
+  const int world = topology.nodes * topology.per_node;
+  // Every rank sends 2(W-1)/W · bytes to its right neighbour; N of the W links cross
+  // nodes (the last rank of each node sends to the next node's first), unless N = 1.
+  const double per_rank = 2.0 * (world - 1) / world * static_cast<double>(bytes);
+  const int crossing = topology.nodes > 1 ? topology.nodes : 0;
+  return {per_rank * (world - crossing), per_rank * crossing};
+}
+
+LinkBytes two_level_bytes(std::int64_t bytes, const Topology& topology) {
+  check_topology(topology, "two_level_bytes");
+  const int local = topology.per_node, nodes = topology.nodes;
+  const double world = static_cast<double>(local) * nodes;
+  const double slice = static_cast<double>(bytes) / local;
+  // Each rank: (L-1)/L · bytes in the reduce-scatter and as much in the all-gather, inside
+  // its node; 2(N-1)/N · slice across.
+  return {world * 2.0 * (local - 1) * slice, world * 2.0 * (nodes - 1) / nodes * slice};
+}
+
 }  // namespace ddp

@@ -94,4 +94,39 @@ std::vector<BucketTiming> ready_at_uniform_rate(std::span<const std::int64_t> by
 std::vector<BucketTiming> ready_at_fractions(std::span<const std::int64_t> bytes,
                                              std::span<const double> fractions, double backward_s);
 
+// ---- Topology: nodes of several ranks (chapter 07, "Topology") ------------------------
+
+// A cluster of `nodes` nodes of `per_node` ranks, placed node by node (ranks 0..L-1 on the
+// first): `intra` is a link inside a node (shared memory, NVLink), `inter` one between
+// nodes (the network).
+struct Topology {
+  int nodes = 1;
+  int per_node = 1;
+  RingLink intra;
+  RingLink inter;
+};
+
+// The flat ring over all W = nodes · per_node ranks: its 2(W-1) steps each move bytes/W
+// over every link at once and wait for the slowest (inter, when there are two nodes or
+// more): 2(W-1)·latency + 2(W-1)/W · bytes / bandwidth of that link.
+double flat_ring_seconds(std::int64_t bytes, const Topology& topology);
+
+// The two-level all-reduce (dist/two_level_group.hpp): a reduce-scatter in the node, (L-1)
+// steps of bytes/L over intra; a ring all-reduce of bytes/L across the nodes over inter;
+// an all-gather in the node like the reduce-scatter. `shared_nic`: false when each of the
+// L rings across has a link of its own (the tcp backend's link emulation); true when they
+// share one network card a node, whose bandwidth is inter's: L times the bytes through it.
+double two_level_seconds(std::int64_t bytes, const Topology& topology, bool shared_nic);
+
+// The bytes one all-reduce of `bytes` on every rank sends, all ranks together, over links
+// inside the nodes and over links between them (payload only: the backend's few header
+// bytes a collective are not counted). Exact when W (flat) or L·N (two-level) divides
+// the element count: the rings cut the tensor into that many equal chunks.
+struct LinkBytes {
+  double intra = 0;
+  double inter = 0;
+};
+LinkBytes flat_ring_bytes(std::int64_t bytes, const Topology& topology);
+LinkBytes two_level_bytes(std::int64_t bytes, const Topology& topology);
+
 }  // namespace ddp

@@ -3,7 +3,8 @@
 # cluster (chapter 00): a job submitted from outside the repository stops at once, naming
 # the fix; DDP_MODULES without a `module` command, or with a module that fails to load, is
 # said (Lmod's failed load exits non-zero, Environment Modules 3.2's exits 0 and says
-# ERROR); mpirun's -x list carries every NCCL_* variable set and chapter 09's budget.
+# ERROR); mpirun's -x list carries every NCCL_* variable set, chapter 09's budget and the
+# tcp backend's DDP_TCP_* settings.
 #   test_launch_common.sh <repository>
 set -u
 root=$1
@@ -60,15 +61,18 @@ echo "modules: a missing module command and a failed module (Lmod's exit status,
 
 # 3. What mpirun passes on.
 x=$( (export DDP_ROOT=$root DDP_BUILD=$work/build NCCL_DEBUG=INFO NCCL_IB_DISABLE=1 \
-      DDP_MEMORY_LIMIT_MB=110; source "$root/launch/common.sh" >/dev/null 2>&1
+      DDP_MEMORY_LIMIT_MB=110 DDP_TCP_LINK=1gbit,50us DDP_TCP_LINK_SCOPE=between-hosts
+      source "$root/launch/common.sh" >/dev/null 2>&1
       echo "${DDP_MPIRUN_X[*]}") )
-[[ $x == *"-x NCCL_DEBUG"* && $x == *"-x NCCL_IB_DISABLE"* && $x == *"-x DDP_MEMORY_LIMIT_MB"* ]] ||
-  fail "DDP_MPIRUN_X with NCCL_DEBUG, NCCL_IB_DISABLE and a budget set: '$x'"
-x=$( (unset DDP_MEMORY_LIMIT_MB; for v in $(compgen -e NCCL_); do unset "$v"; done
+[[ $x == *"-x NCCL_DEBUG"* && $x == *"-x NCCL_IB_DISABLE"* && $x == *"-x DDP_MEMORY_LIMIT_MB"* &&
+   $x == *"-x DDP_TCP_LINK "* && $x == *"-x DDP_TCP_LINK_SCOPE"* ]] ||
+  fail "DDP_MPIRUN_X with NCCL_DEBUG, NCCL_IB_DISABLE, a budget and a link set: '$x'"
+x=$( (unset DDP_MEMORY_LIMIT_MB DDP_TCP_LINK DDP_TCP_LINK_SCOPE DDP_TCP_SHM DDP_TCP_RING
+      for v in $(compgen -e NCCL_); do unset "$v"; done
       export DDP_ROOT=$root DDP_BUILD=$work/build; source "$root/launch/common.sh" >/dev/null 2>&1
       echo "${#DDP_MPIRUN_X[@]}") )
 [[ $x == 0 ]] || fail "DDP_MPIRUN_X with nothing set has $x entries"
-echo "mpirun's -x list: every NCCL_* variable and the budget when set, nothing otherwise"
+echo "mpirun's -x list: every NCCL_* variable, the budget and the DDP_TCP_* settings when set, nothing otherwise"
 
 # 4. Bash before 4.4 (RHEL 7) calls an empty array unbound under set -u: every script
 # expands DDP_MPIRUN_X in the form that holds there too.

@@ -239,3 +239,51 @@ TEST_CASE("the model reads links in the link emulation's grammar", "[cost_model]
     CHECK_THROWS_WITH(ddp::parse_ring_link(bad, "--link"), Contains("--link"));
   }
 }
+
+// ---- Topology: nodes of several ranks (Note [Two levels], dist/two_level_group.cpp) ----
+
+TEST_CASE("topology: the flat ring waits for the network, two levels send less over it",
+          "[cost_model][topology]") {
+  // 2 nodes of 2 ranks, 8 MB a rank; inside a node 10 GB/s, between nodes 125 MB/s
+  // (1 Gbit/s); no latencies.
+  const ddp::Topology t{2, 2, {10e9, 0}, {125e6, 0}};
+  // Flat: 2(4-1)/4 = 1.5 x 8 MB over the network's 125 MB/s = 96 ms.
+  CHECK(ddp::flat_ring_seconds(8'000'000, t) == Approx(0.096));
+  // Two levels: in the node, 1 step of 4 MB at 10 GB/s, twice: 0.8 ms; across, a ring of 2
+  // over 4 MB: 1 x 4 MB / 125 MB/s = 32 ms, each ring on a link of its own.
+  CHECK(ddp::two_level_seconds(8'000'000, t, false) == Approx(0.0328));
+  // Both rings through one card a node: twice the bytes through it, 64 ms.
+  CHECK(ddp::two_level_seconds(8'000'000, t, true) == Approx(0.0648));
+  // Latencies: flat 6 steps of the network's; two levels 1 + 2 + 1 steps.
+  const ddp::Topology slow{2, 2, {kInf, 1e-6}, {kInf, 1e-3}};
+  CHECK(ddp::flat_ring_seconds(1000, slow) == Approx(6e-3));
+  CHECK(ddp::two_level_seconds(1000, slow, false) == Approx(2e-3 + 2e-6));
+  // One node: both are one ring over the node's links, and two levels add nothing across.
+  const ddp::Topology one{1, 4, {1e6, 0}, {1, 0}};
+  CHECK(ddp::flat_ring_seconds(4000, one) == Approx(0.006));
+  CHECK(ddp::two_level_seconds(4000, one, false) == Approx(0.006));
+}
+
+TEST_CASE("topology: bytes over each kind of link, counted by hand", "[cost_model][topology]") {
+  // 2 nodes of 2, S = 4000 bytes. Flat: every rank sends 1.5 S = 6000; ranks 1 and 3
+  // send to the other node.
+  const ddp::Topology t{2, 2, {1, 0}, {1, 0}};
+  const ddp::LinkBytes flat = ddp::flat_ring_bytes(4000, t);
+  CHECK(flat.intra == 12000);
+  CHECK(flat.inter == 12000);
+  // Two levels: each rank sends 1 slice of 2000 in the reduce-scatter and 1 in the
+  // all-gather (inside), and 2(2-1)/2 x 2000 across: 4 x 4000 inside, 4 x 2000 between.
+  const ddp::LinkBytes two = ddp::two_level_bytes(4000, t);
+  CHECK(two.intra == 16000);
+  CHECK(two.inter == 8000);
+  // 4 nodes of 8 ranks, S = 32 MB: the network carries 2(N-1)·S = 192 MB in all with two
+  // levels, against N · 2(W-1)/W · S = 4 x 62 MB = 248 MB over 4 links with the flat ring.
+  const ddp::Topology big{4, 8, {1, 0}, {1, 0}};
+  CHECK(ddp::two_level_bytes(32'000'000, big).inter == Approx(192e6));
+  CHECK(ddp::flat_ring_bytes(32'000'000, big).inter == Approx(4 * 2.0 * 31 / 32 * 32e6));
+  // One node: nothing between nodes.
+  CHECK(ddp::flat_ring_bytes(4000, {1, 4, {1, 0}, {1, 0}}).inter == 0);
+  CHECK(ddp::two_level_bytes(4000, {1, 4, {1, 0}, {1, 0}}).inter == 0);
+  CHECK_THROWS_WITH(ddp::two_level_bytes(4000, {0, 4, {1, 0}, {1, 0}}),
+                    Contains("nodes and per_node must be >= 1"));
+}

@@ -280,3 +280,48 @@ TEST_CASE("tcp all_reduce over an emulated link: exact, and never faster than th
     }
   }
 }
+
+TEST_CASE("DDP_TCP_LINK_SCOPE=between-hosts leaves the links inside a host unpaced", "[ch07]") {
+  {
+    ScopedEnv link("DDP_TCP_LINK", "1gbit,50us");
+    ScopedEnv scope("DDP_TCP_LINK_SCOPE", "between-hosts");
+    REQUIRE(ddp::link_emulation_from_env().has_value());
+    CHECK(ddp::link_emulation_from_env()->between_hosts_only);
+    CHECK(ddp::link_emulation_from_env()->describe() == "1 Gbit/s, 50 us, between hosts");
+  }
+  {
+    ScopedEnv link("DDP_TCP_LINK", "1gbit,50us");
+    ScopedEnv scope("DDP_TCP_LINK_SCOPE", "nodes");
+    CHECK_THROWS_WITH(ddp::link_emulation_from_env(),
+                      Catch::Contains("DDP_TCP_LINK_SCOPE=\"nodes\": expected all"));
+  }
+  // Two ranks on this host: each one's right neighbour is here, so neither link is paced,
+  // and both say so (over sockets: with shared memory allowed, they would take it). Ranks
+  // on two hosts: the cluster test of launch/ch07_topology.sh.
+  ScopedEnv sockets("DDP_TCP_SHM", "0");
+  ddp::LinkEmulation slow = ddp::parse_link_emulation("1mbit,1ms");
+  slow.between_hosts_only = true;
+  ddp::test::ForkedStoreServer server;
+  const int port = server.port();
+  const auto codes = ddp::test::run_forked(2, [&](int rank) {
+    ProcessGroupTcp g(local_store_client(port), rank, 2, 20s, "scope", slow);
+    const std::string want = "tcp (emulated link 1 Mbit/s, 1 ms, between hosts; none to our "
+                             "right neighbour)";
+    if (g.description() != want) {
+      std::fprintf(stderr, "rank %d: description '%s'\n", rank, g.description().c_str());
+      return 1;
+    }
+    // 1 MB over 1 Mbit/s would take 8 s: unpaced, it takes milliseconds.
+    ddp::Tensor t = ddp::zeros({250'000});
+    const auto t0 = std::chrono::steady_clock::now();
+    g.all_reduce(t)->wait(30s);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    g.destroy();
+    if (s > 4) {
+      std::fprintf(stderr, "rank %d: 1 MB took %.2f s: paced as over 1 Mbit/s\n", rank, s);
+      return 1;
+    }
+    return 0;
+  });
+  CHECK(codes == std::vector<int>{0, 0});
+}
