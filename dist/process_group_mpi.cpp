@@ -445,12 +445,13 @@ void MpiEngine::fail(MpiOp& job, std::exception_ptr error) {
 // mpi group]); after a failure it is leaked, since freeing may wait on a dead peer.
 class MpiComm {
  public:
-  MpiComm(std::shared_ptr<MpiEngine> engine, MPI_Comm comm)
-      : engine_(std::move(engine)), comm_(comm) {}
+  // `timeout`: the group's deadline, which bounds the free too.
+  MpiComm(std::shared_ptr<MpiEngine> engine, MPI_Comm comm, std::chrono::milliseconds timeout)
+      : engine_(std::move(engine)), comm_(comm), timeout_(timeout) {}
   ~MpiComm() {
     if (engine_->broken()) return;  // leaked: see Note [Teardown after a failure]
     try {
-      engine_->call("MPI_Comm_free", kDefaultTimeout,
+      engine_->call("MPI_Comm_free", timeout_,
                     [comm = comm_]() mutable { DDP_CHECK_MPI(MPI_Comm_free(&comm)); });
     } catch (const std::exception& e) {  // a destructor does not throw
       std::fprintf(stderr, "ddp: %s: %s\n", who_am_i().c_str(), e.what());
@@ -464,6 +465,7 @@ class MpiComm {
  private:
   std::shared_ptr<MpiEngine> engine_;
   MPI_Comm comm_;
+  std::chrono::milliseconds timeout_;
 };
 
 // Before the engine's thread starts, on the caller's.
@@ -647,7 +649,7 @@ std::unique_ptr<ProcessGroup> ProcessGroupMpi::split(const std::vector<int>& ran
     DDP_CHECK_MPI(MPI_Comm_size(made->comm, &made->size));
   });
   if (!member) return nullptr;
-  auto comm = std::make_unique<MpiComm>(engine_, made->comm);
+  auto comm = std::make_unique<MpiComm>(engine_, made->comm, timeout());
   const int size = static_cast<int>(ranks.size());
   DDP_CHECK(made->rank == index && made->size == size, what, ": MPI_Comm_split made rank ",
             made->rank, " of ", made->size, ", expected rank ", index, " of ", size);
@@ -675,7 +677,7 @@ std::unique_ptr<ProcessGroup> make_process_group_mpi(std::chrono::milliseconds t
               "--mpi=pmix); under ddprun use the tcp or nccl backend");
   }
   auto engine = std::make_shared<MpiEngine>(std::move(runtime));
-  auto comm = std::make_unique<MpiComm>(engine, dup);
+  auto comm = std::make_unique<MpiComm>(engine, dup, timeout);
   return std::make_unique<ProcessGroupMpi>(std::move(engine), std::move(comm), rank, size,
                                            timeout);
 }

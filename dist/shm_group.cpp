@@ -18,6 +18,7 @@
 #include <cstring>
 #include <fstream>
 #include <random>
+#include <string_view>
 
 #include "base/errno_text.hpp"
 #include "base/error.hpp"
@@ -118,6 +119,8 @@ namespace {
 constexpr std::uint32_t kMagic = 0x4d485344;  // "DSHM"
 constexpr std::size_t kRanksOffset = 512;
 constexpr std::size_t kHeaderBytes = 64 << 10;  // header and rank lines of up to 254 ranks
+// What rank 0 publishes in place of the segment's name when it could not make it.
+constexpr std::string_view kSetUpFailed = "!failed: ";
 
 template <typename T>
 std::atomic_ref<T> at(T& word) {
@@ -145,6 +148,13 @@ std::string boot_id() {
   std::string id;
   std::getline(in, id);
   return id;
+}
+
+// "pid:[4026531836]": which pid namespace this process sees ("" where /proc cannot say).
+std::string pid_namespace() {
+  char target[64] = {};
+  const ssize_t n = ::readlink("/proc/self/ns/pid", target, sizeof target - 1);
+  return n > 0 ? std::string(target, static_cast<std::size_t>(n)) : std::string();
 }
 
 std::size_t segment_bytes(int size) {
@@ -186,14 +196,17 @@ std::unique_ptr<ShmGroup> ShmGroup::open_if_one_host(Store& store, const std::st
                                                      Clock::time_point deadline, std::string who,
                                                      ReportOf report_of) {
   static_assert(sizeof(Header) <= kRanksOffset);
-  DDP_CHECK(kRanksOffset + static_cast<std::size_t>(size) * sizeof(RankLine) <= kHeaderBytes, who,
-            ": shared memory takes at most ", (kHeaderBytes - kRanksOffset) / sizeof(RankLine),
-            " ranks\nhint: DDP_TCP_SHM=0 runs the ring instead");
+  // The header holds a line per rank: a group larger than that keeps the ring (every
+  // rank sees the same size, so every rank votes no).
+  const bool fits =
+      kRanksOffset + static_cast<std::size_t>(size) * sizeof(RankLine) <= kHeaderBytes;
   auto remaining = [deadline] {
     return std::max(std::chrono::milliseconds(1),
                     std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
   };
-  const std::string vote = wanted ? host_name() + " " + boot_id() : "-";
+  // One machine, one boot, one pid namespace (the peers' pids are looked at while waiting).
+  const std::string vote =
+      wanted && fits ? host_name() + " " + boot_id() + " " + pid_namespace() : "-";
   store.set(prefix + "/shm_vote/" + std::to_string(rank), vote);
   const std::string name_key = prefix + "/shm";
   std::string name;
@@ -213,8 +226,11 @@ std::unique_ptr<ShmGroup> ShmGroup::open_if_one_host(Store& store, const std::st
                             "-", detail::shm_name_part(prefix), "-", ::getpid(), "-",
                             random() % 1000000);
       fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
-      DDP_CHECK(fd >= 0, group->who_, ": shm_open(", name, ") failed: ", errno_text(errno),
-                "\nhint: DDP_TCP_SHM=0 runs the ring over loopback instead");
+      if (fd < 0) {
+        const std::string why = detail::concat("shm_open(", name, ") failed: ", errno_text(errno));
+        store.set(name_key, detail::concat(kSetUpFailed, why));  // the others say it at once
+        DDP_FAIL(group->who_, ": ", why, "\nhint: DDP_TCP_SHM=0 runs the ring over loopback instead");
+      }
       // posix_fallocate, not ftruncate alone: a /dev/shm too small fails here, with a
       // message, rather than as a SIGBUS at the first collective.
       const int err = ::ftruncate(fd, static_cast<off_t>(bytes)) == 0
@@ -223,6 +239,7 @@ std::unique_ptr<ShmGroup> ShmGroup::open_if_one_host(Store& store, const std::st
       if (err != 0) {
         ::close(fd);
         ::shm_unlink(name.c_str());
+        store.set(name_key, detail::concat(kSetUpFailed, "cannot size the segment: ", errno_text(err)));
       }
       DDP_CHECK(err == 0, group->who_, ": cannot size the shared-memory segment ", name, " to ",
                 bytes, " bytes: ", errno_text(err),
@@ -231,6 +248,9 @@ std::unique_ptr<ShmGroup> ShmGroup::open_if_one_host(Store& store, const std::st
     store.set(name_key, one_host ? name : "-");
   } else {
     name = store.get(name_key, remaining());
+    DDP_CHECK(!name.starts_with(kSetUpFailed), group->who_, ": rank 0 could not set up shared memory (",
+              name.substr(std::string_view(kSetUpFailed).size()),
+              ")\nhint: DDP_TCP_SHM=0 runs the ring over loopback instead");
     if (name == "-") name.clear();
     if (!name.empty()) fd = ::shm_open(name.c_str(), O_RDWR, 0);
     DDP_CHECK(name.empty() || fd >= 0, group->who_, ": shm_open(", name,
@@ -306,7 +326,10 @@ void ShmGroup::check_waiting(const Call& call, std::uint32_t arrivals, bool look
   }
   std::vector<int> missing;
   for (int r = 0; r < size_; ++r) {
-    if (at(rank_line(r).arrivals).load() < arrivals) missing.push_back(r);
+    // Behind us, counted so that the 32-bit counters may wrap.
+    if (static_cast<std::int32_t>(at(rank_line(r).arrivals).load() - arrivals) < 0) {
+      missing.push_back(r);
+    }
   }
   if (look_at_peers) {
     for (int r : missing) {

@@ -35,9 +35,10 @@ class ShmGroup {
   // Every rank of the group calls this with the same prefix once its store keys
   // "<prefix>/host/<rank>" are published. `wanted`: this rank's vote (DDP_TCP_SHM, and
   // whatever else the caller rules out). Returns a group when every rank voted yes and
-  // all run on this host under the same boot (host name and /proc boot_id); null
-  // otherwise, on every rank alike (rank 0 decides and says so in the store). Throws
-  // ddp::Error naming the rank that did not take part by `deadline`.
+  // all run on this host under the same boot and pid namespace (host name, /proc boot_id,
+  // /proc/self/ns/pid), at most 254 of them; null otherwise, on every rank alike (rank 0
+  // decides and says so in the store). Throws ddp::Error naming the rank that did not take
+  // part by `deadline`, or, on every rank, why rank 0 could not make the segment.
   static std::unique_ptr<ShmGroup> open_if_one_host(Store& store, const std::string& prefix,
                                                     int rank, int size, bool wanted,
                                                     Clock::time_point deadline, std::string who,

@@ -151,12 +151,9 @@ void ProcessGroupTwoLevel::check_tensor(const Tensor& t, const char* collective,
             name, " is ", t.describe(), "; expected float32 or int64");
 }
 
-std::shared_ptr<Work> ProcessGroupTwoLevel::all_reduce(Tensor& tensor, ReduceOp op) {
-  check_tensor(tensor, "all_reduce", "tensor");
-  auto work = std::make_shared<FutureWork>(
-      where("all_reduce") + " of " + std::to_string(tensor.numel()) + " " +
-          std::string(dtype_name(tensor.dtype())) + " (" + to_string(op) + ", two levels)",
-      timeout());
+std::shared_ptr<Work> ProcessGroupTwoLevel::enqueue(std::string what, std::chrono::milliseconds timeout,
+                                                  std::function<void()> run) {
+  auto work = std::make_shared<FutureWork>(where(what.c_str()), timeout);
   {
     std::lock_guard lock(mutex_);
     if (stop_) {
@@ -164,18 +161,46 @@ std::shared_ptr<Work> ProcessGroupTwoLevel::all_reduce(Tensor& tensor, ReduceOp 
           Error(work->description() + ": the process group was destroyed first")));
       return work;
     }
-    queue_.push_back(Task{work, [this, tensor, op] { run_all_reduce(tensor, op); }});
+    queue_.push_back(Task{work, std::move(run)});
   }
   cv_.notify_one();
   return work;
 }
 
-void ProcessGroupTwoLevel::run_all_reduce(Tensor tensor, ReduceOp op) {
-  two_level_all_reduce(tensor, op, *node_, *across_);
+std::shared_ptr<Work> ProcessGroupTwoLevel::all_reduce(Tensor& tensor, ReduceOp op) {
+  check_tensor(tensor, "all_reduce", "tensor");
+  // Three steps, each within the group's deadline: the Work waits for all three, so that a
+  // step that fails is the one to say who and why.
+  return enqueue(detail::concat("all_reduce of ", tensor.numel(), " ", dtype_name(tensor.dtype()),
+                                " (", to_string(op), ", two levels)"),
+                 3 * timeout(),
+                 [this, tensor, op]() mutable { two_level_all_reduce(tensor, op, *node_, *across_); });
+}
+
+// The others are the flat group's, queued behind the all-reduces all the same: a
+// broadcast of a tensor that an all-reduce still works on, or a barrier, must come after it.
+std::shared_ptr<Work> ProcessGroupTwoLevel::broadcast(Tensor& tensor, int root) {
+  return enqueue("broadcast", timeout(),
+                 [this, tensor, root]() mutable { flat_->broadcast(tensor, root)->wait(); });
+}
+std::shared_ptr<Work> ProcessGroupTwoLevel::all_gather(Tensor& output, const Tensor& input) {
+  return enqueue("all_gather", timeout(), [this, output, input]() mutable {
+    flat_->all_gather(output, input)->wait();
+  });
+}
+std::shared_ptr<Work> ProcessGroupTwoLevel::reduce_scatter(Tensor& output, const Tensor& input,
+                                                           ReduceOp op) {
+  return enqueue("reduce_scatter", timeout(), [this, output, input, op]() mutable {
+    flat_->reduce_scatter(output, input, op)->wait();
+  });
+}
+std::shared_ptr<Work> ProcessGroupTwoLevel::barrier() {
+  return enqueue("barrier", timeout(), [this] { flat_->barrier()->wait(); });
 }
 
 void ProcessGroupTwoLevel::loop() {
   trace::set_thread_name("two-level all-reduce");
+  std::string broken;  // the first failure: what is queued behind it fails at once
   for (;;) {
     Task task;
     {
@@ -186,35 +211,26 @@ void ProcessGroupTwoLevel::loop() {
       queue_.pop_front();
     }
     try {
+      DDP_CHECK(broken.empty(), task.work->description(),
+                " refused: this process group failed earlier:\n", broken);
       task.run();
       task.work->finish();
-    } catch (...) {
+    } catch (const std::exception& e) {
+      if (broken.empty()) broken = e.what();
       task.work->fail(std::current_exception());
     }
   }
 }
 
-std::shared_ptr<Work> ProcessGroupTwoLevel::broadcast(Tensor& tensor, int root) {
-  return flat_->broadcast(tensor, root);
-}
-std::shared_ptr<Work> ProcessGroupTwoLevel::all_gather(Tensor& output, const Tensor& input) {
-  return flat_->all_gather(output, input);
-}
-std::shared_ptr<Work> ProcessGroupTwoLevel::reduce_scatter(Tensor& output, const Tensor& input,
-                                                           ReduceOp op) {
-  return flat_->reduce_scatter(output, input, op);
-}
-std::shared_ptr<Work> ProcessGroupTwoLevel::barrier() { return flat_->barrier(); }
-
 void ProcessGroupTwoLevel::destroy() {
   {
     std::lock_guard lock(mutex_);
-    if (stop_ && !thread_.joinable()) return;
-    stop_ = true;
+    if (destroyed_) return;  // once, whoever calls it
+    destroyed_ = stop_ = true;
   }
   cv_.notify_one();
-  // What is queued still runs: the peers are in the same all-reduces. A failed one fails
-  // its Work, and the rest fail fast on the broken groups.
+  // What is queued still runs (the peers are in the same collectives), each within its
+  // deadline; after a failure the rest fail at once.
   if (thread_.joinable()) thread_.join();
   // Sub-groups before the group they were made from (dist/new_group.hpp).
   if (across_) across_->destroy();

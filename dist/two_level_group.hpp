@@ -19,6 +19,7 @@
 // is the textbook version of it.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -70,12 +71,15 @@ class ProcessGroupTwoLevel final : public ProcessGroup {
   ~ProcessGroupTwoLevel() override;
 
   std::string backend_name() const override { return flat_->backend_name(); }
-  // "2 nodes of 2 ranks: reduce-scatter in the node (tcp, shared memory), all-reduce
-  // across (tcp), all-gather in the node": for a program's banner.
+  // "2 nodes of 2 ranks: reduce-scatter in the node, all-reduce across the nodes,
+  // all-gather in the node": for a program's banner.
   std::string description() const;
 
-  // two_level_all_reduce, on this group's own thread. Host tensors only (float32, int64):
-  // the GPU's path is nccl's.
+  // Every collective runs on this group's own thread, in the order they were called, as a
+  // backend's communication thread runs them. all_reduce is two_level_all_reduce, for host
+  // tensors only (float32, int64: the GPU's path is nccl's); its Work waits up to three
+  // times timeout(), one for each step, and each step names whoever failed it. After a
+  // failure, what is queued behind it fails at once.
   std::shared_ptr<Work> all_reduce(Tensor& tensor, ReduceOp op = ReduceOp::Sum) override;
   // The others are the flat group's.
   std::shared_ptr<Work> broadcast(Tensor& tensor, int root) override;
@@ -94,7 +98,8 @@ class ProcessGroupTwoLevel final : public ProcessGroup {
 
  private:
   void check_tensor(const Tensor& t, const char* collective, const char* name) const override;
-  void run_all_reduce(Tensor tensor, ReduceOp op);
+  std::shared_ptr<Work> enqueue(std::string what, std::chrono::milliseconds timeout,
+                                std::function<void()> run);
   void loop();
 
   std::unique_ptr<ProcessGroup> flat_;
@@ -102,7 +107,7 @@ class ProcessGroupTwoLevel final : public ProcessGroup {
   std::unique_ptr<ProcessGroup> across_;  // the ranks with this local rank, one a node
   NodeLayout layout_;
 
-  // The queue of all-reduces and the thread that runs them in order, as a backend's
+  // The queue of collectives and the thread that runs them in order, as a backend's
   // communication thread does: a caller never waits for the three steps.
   struct Task {
     std::shared_ptr<FutureWork> work;
@@ -112,6 +117,7 @@ class ProcessGroupTwoLevel final : public ProcessGroup {
   std::condition_variable cv_;
   std::deque<Task> queue_;
   bool stop_ = false;
+  bool destroyed_ = false;
   std::thread thread_;
 };
 

@@ -121,7 +121,9 @@ double two_level_seconds(std::int64_t bytes, const Topology& topology, bool shar
 // The bytes one all-reduce of `bytes` on every rank sends, all ranks together, over links
 // inside the nodes and over links between them (payload only: the backend's few header
 // bytes a collective are not counted). Exact when W (flat) or L·N (two-level) divides
-// the element count: the rings cut the tensor into that many equal chunks.
+// the element count (the rings cut the tensor into that many equal chunks), and for rings
+// that run as rings: the tcp group sends a small all-reduce, (W-1)·S at most
+// ProcessGroupTcp::kSmallAllReduceBytes, to every rank in W-1 steps instead.
 struct LinkBytes {
   double intra = 0;
   double inter = 0;

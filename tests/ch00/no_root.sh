@@ -8,8 +8,7 @@
 #
 # Where the test departs from the block, and why:
 #   - `module` and `srun` are stand-ins (shell functions): `module load` loads nothing (the
-#     libraries are in the system's folders here), `srun ... --pty bash` opens no
-#     allocation (the rest of the block is that shell's), and srun with a command runs it
+#     libraries are in the system's folders here), and srun with a command runs it
 #     here. A SLURM installed here may have no cluster to talk to; the local one is the
 #     `cluster` tests' (tests/cluster), started as root.
 #   - The build is `--target ddprun deps_probe`, not the `main` preset's ddp_train: from a
@@ -57,7 +56,8 @@ fi
 # The two departures above; each must find its line.
 script=$block
 for swap in 'cmake --build --preset main|cmake --build --preset main --target ddprun deps_probe' \
-            'build/release/bin/ddp-train|build/release/tests/deps_probe'; do
+            'build/release/bin/ddp-train|build/release/tests/deps_probe' \
+            "'ddprun|ddp-train'|'ddprun|deps_probe'"; do
   from=${swap%%|*} to=${swap#*|}
   grep -qF -- "$from" <<<"$script" || fail "the page's block has no '$from' to swap"
   script=${script//"$from"/"$to"}

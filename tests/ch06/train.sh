@@ -44,7 +44,7 @@ deterministic)
   # changes nothing.
   run_ranks b.log "$ddprun" --nproc-per-node 2 "$bin" "${flags[@]}" --save b.ckpt --check-sync 1
   ((rc == 0)) || { cat b.log; fail "second run exited $rc"; }
-  grep -q '2 ranks (tcp, auto: the ranks train on the CPU; gradients bucketed, 1 bucket (a bucket closes at >= 25 MiB, the first at >= 1 MiB)), batch 16 per rank = 32 global' a.log ||
+  grep -q '2 ranks (tcp (shared memory), auto: the ranks train on the CPU; gradients bucketed, 1 bucket (a bucket closes at >= 25 MiB, the first at >= 1 MiB)), batch 16 per rank = 32 global' a.log ||
     { cat a.log; fail "the log does not state the ranks and the global batch"; }
   [ "$(grep -c '^\[rank 0\] epoch 2/2:' a.log.raw)" = 1 ] &&
     ! grep -q '^\[rank 1\] epoch' a.log.raw ||

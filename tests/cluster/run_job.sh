@@ -359,7 +359,9 @@ case $check in
     ;&
   train-as-ddprun | traced-train-as-ddprun)
     # Where the ranks run must not change the arithmetic: the tcp ring adds in an order
-    # that depends on the ranks alone. DDP_TRAIN_ARGS is the job's flags (ctest sets it,
+    # that depends on the ranks alone. The reference, on this one machine, runs that ring
+    # too (DDP_TCP_SHM=0): shared memory, which the tcp group takes when every rank is on
+    # one host, adds in another order. DDP_TRAIN_ARGS is the job's flags (ctest sets it,
     # so that the script's default and this check cannot drift apart).
     ranks=$1
     # mpirun gives local ranks a pseudo-terminal; ddp-train's --progress auto sees the
@@ -382,9 +384,9 @@ case $check in
     grep -Eq '^final: test accuracy [0-9.]+% \([0-9]+/[0-9]+ after epoch [0-9]+\)' "$log" ||
       fail "ddp-train's 'final:' line is missing"
     # shellcheck disable=SC2206  # DDP_TRAIN_ARGS is a list of flags
-    reference=("$DDP_BUILD/bin/ddprun" --nproc-per-node "$ranks" --timeout "$job_timeout"
+    reference=(env DDP_TCP_SHM=0 "$DDP_BUILD/bin/ddprun" --nproc-per-node "$ranks" --timeout "$job_timeout"
                "$DDP_BUILD/bin/ddp-train" $DDP_TRAIN_ARGS --backend tcp)
-    echo "---- reference, here: ${reference[*]#"$DDP_BUILD/"} ----"
+    echo "---- reference, here: ${reference[*]//"$DDP_BUILD/"/} ----"
     "${reference[@]}" >"$scratch/reference.raw" 2>&1
     ref_rc=$?
     cat "$scratch/reference.raw"

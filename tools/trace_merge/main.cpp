@@ -78,6 +78,9 @@ int main(int argc, char** argv) {
       files.push_back(a);
     }
   }
+  bool steps_given = false;
+  for (const std::string& a : args) steps_given = steps_given || a == "--steps";
+  if (steps_given && svg_out.empty()) return usage_error("--steps N goes with --svg OUT.svg");
   try {
     if (!metrics_out.empty()) {
       if (!svg_out.empty() || files.size() != 1) {
