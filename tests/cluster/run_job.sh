@@ -359,9 +359,11 @@ case $check in
     ;&
   train-as-ddprun | traced-train-as-ddprun)
     # Where the ranks run must not change the arithmetic: the tcp ring adds in an order
-    # that depends on the ranks alone. The reference, on this one machine, runs that ring
-    # too (DDP_TCP_SHM=0): shared memory, which the tcp group takes when every rank is on
-    # one host, adds in another order. DDP_TRAIN_ARGS is the job's flags (ctest sets it,
+    # that depends on the ranks alone, and so does shared memory, which the tcp group
+    # takes when every rank is on one host (another order than the ring's). The
+    # reference, on this one machine, takes what the job took: the ring for a job across
+    # the nodes (DDP_TCP_SHM=0), shared memory for one on this host (a .mpirun.sh run
+    # directly), as the job's header says. DDP_TRAIN_ARGS is the job's flags (ctest sets it,
     # so that the script's default and this check cannot drift apart).
     ranks=$1
     # mpirun gives local ranks a pseudo-terminal; ddp-train's --progress auto sees the
@@ -376,15 +378,17 @@ case $check in
     results() {
       grep -E '^(ddp-train: device |epoch [0-9]+/[0-9]+: |final: )' "$1" |
         sed -E 's/, [0-9.]+ img\/s, [0-9.]+ s$//; s/, wall time [0-9.]+ s$//' |
-        sed -E 's/ ranks \(([a-z]+), [^;)]*; / ranks (\1, /'
+        sed -E 's/ ranks \(([a-z]+( \(shared memory\))?), [^;)]*; / ranks (\1, /'
     }
-    grep -Eq "^ddp-train: device .*, $ranks ranks \(tcp," "$log" ||
+    grep -Eq "^ddp-train: device .*, $ranks ranks \(tcp( \(shared memory\))?," "$log" ||
       fail "ddp-train's header does not say '$ranks ranks (tcp, ...)'"
+    shm=0
+    grep -Eq "^ddp-train: device .*, $ranks ranks \(tcp \(shared memory\)," "$log" && shm=1
     [[ $(grep -c '^final: ' "$log") == 1 ]] || fail "expected one 'final:' line (rank 0's)"
     grep -Eq '^final: test accuracy [0-9.]+% \([0-9]+/[0-9]+ after epoch [0-9]+\)' "$log" ||
       fail "ddp-train's 'final:' line is missing"
     # shellcheck disable=SC2206  # DDP_TRAIN_ARGS is a list of flags
-    reference=(env DDP_TCP_SHM=0 "$DDP_BUILD/bin/ddprun" --nproc-per-node "$ranks" --timeout "$job_timeout"
+    reference=(env "DDP_TCP_SHM=$shm" "$DDP_BUILD/bin/ddprun" --nproc-per-node "$ranks" --timeout "$job_timeout"
                "$DDP_BUILD/bin/ddp-train" $DDP_TRAIN_ARGS --backend tcp)
     echo "---- reference, here: ${reference[*]//"$DDP_BUILD/"/} ----"
     "${reference[@]}" >"$scratch/reference.raw" 2>&1
