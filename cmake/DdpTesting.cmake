@@ -93,17 +93,20 @@ function(ddp_test_timeout out seconds)
 endfunction()
 
 
-# The two main()s of the tests, each compiled once for every test program that links it
-# (instead of Catch2::Catch2WithMain, for our console width: Note [Console width]):
-# ddp_catch_main (tests/support/catch_main.cpp) and, for the tests that need a GPU,
-# ddp_catch_cuda_main (cuda_main.cpp: Skipped without one).
+# Catch2's implementation, compiled once (tests/support/catch_session.cpp, for our console
+# width: Note [Console width]), and the two main()s of the tests over it: ddp_catch_main
+# (catch_main.cpp) and, for the tests that need a GPU, ddp_catch_cuda_main (cuda_main.cpp:
+# Skipped without one). Instead of Catch2::Catch2WithMain.
 function(ddp_add_catch_mains)
   if(NOT TARGET ddp_catch_main)
+    add_library(ddp_catch_session STATIC ${PROJECT_SOURCE_DIR}/tests/support/catch_session.cpp)
+    target_link_libraries(ddp_catch_session PUBLIC Catch2::Catch2)
+    target_include_directories(ddp_catch_session PRIVATE ${PROJECT_SOURCE_DIR})
     add_library(ddp_catch_main STATIC ${PROJECT_SOURCE_DIR}/tests/support/catch_main.cpp)
-    target_link_libraries(ddp_catch_main PUBLIC Catch2::Catch2)
+    target_link_libraries(ddp_catch_main PUBLIC ddp_catch_session)
     target_include_directories(ddp_catch_main PRIVATE ${PROJECT_SOURCE_DIR})
     add_library(ddp_catch_cuda_main STATIC ${PROJECT_SOURCE_DIR}/tests/support/cuda_main.cpp)
-    target_link_libraries(ddp_catch_cuda_main PUBLIC Catch2::Catch2 ddp::tensor)
+    target_link_libraries(ddp_catch_cuda_main PUBLIC ddp_catch_session ddp::tensor)
     target_include_directories(ddp_catch_cuda_main PRIVATE ${PROJECT_SOURCE_DIR})
   endif()
 endfunction()

@@ -24,6 +24,8 @@
 #                                      (without the wall time) equal those of
 #                                      `ddprun --nproc-per-node RANKS ddp-train
 #                                      $DDP_TRAIN_ARGS --backend tcp`, run here after the job
+#                                      (or by an earlier job with the same command and
+#                                      programs: Testing/cluster-references/)
 #             traced-train-as-ddprun RANKS  the same, and the job traced its training
 #                                      (check_trace below): rank 0's timeline summary per
 #                                      epoch, and one merged trace file with every rank
@@ -391,8 +393,23 @@ case $check in
     reference=(env "DDP_TCP_SHM=$shm" "$DDP_BUILD/bin/ddprun" --nproc-per-node "$ranks" --timeout "$job_timeout"
                "$DDP_BUILD/bin/ddp-train" $DDP_TRAIN_ARGS --backend tcp)
     echo "---- reference, here: ${reference[*]//"$DDP_BUILD/"/} ----"
-    "${reference[@]}" >"$scratch/reference.raw" 2>&1
-    ref_rc=$?
+    # A reference depends on nothing but its command and the two programs: the jobs that
+    # share them (a chapter's srun, mpirun, ddprun and PBS runs) share one run, kept in the
+    # build tree under a checksum of all three.
+    key=$( { echo "${reference[*]}"; cksum <"$DDP_BUILD/bin/ddprun"
+             cksum <"$DDP_BUILD/bin/ddp-train"; } | cksum | cut -d' ' -f1)
+    kept=$DDP_BUILD/Testing/cluster-references/$key.raw
+    if [[ -s $kept ]]; then
+      echo "(the run of an earlier job with the same command and programs: $kept)"
+      cp "$kept" "$scratch/reference.raw"
+      ref_rc=0
+    else
+      "${reference[@]}" >"$scratch/reference.raw" 2>&1
+      ref_rc=$?
+      if ((ref_rc == 0)); then
+        mkdir -p "${kept%/*}" && cp "$scratch/reference.raw" "$kept.$$" && mv "$kept.$$" "$kept"
+      fi
+    fi
     cat "$scratch/reference.raw"
     echo "---- end of reference (exit code $ref_rc) ----"
     ((ref_rc == 0)) || fail "the reference run exited with code $ref_rc"

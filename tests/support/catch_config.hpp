@@ -1,6 +1,5 @@
-// Included before <catch2/catch.hpp> by the two main()s of the tests (catch_main.cpp,
-// cuda_main.cpp): the translation units that compile Catch2's implementation, reporters
-// included.
+// Included before <catch2/catch.hpp> by catch_session.cpp, the translation unit that
+// compiles Catch2's implementation, reporters included, for every test program.
 //
 // Note [Console width]
 // --------------------

@@ -1,5 +1,6 @@
 // main() of every test that runs without a GPU (ddp_add_test, cmake/DdpTesting.cmake):
-// Catch2's own, with a console wide enough for our messages (Note [Console width]).
-#define CATCH_CONFIG_MAIN
-#include "tests/support/catch_config.hpp"  // before catch.hpp: it reads the width
-#include <catch2/catch.hpp>
+// what Catch2's CATCH_CONFIG_MAIN writes, over its implementation in catch_session.cpp
+// (with a console wide enough for our messages, Note [Console width]).
+#include "tests/support/catch_session.hpp"
+
+int main(int argc, char** argv) { return ddp::test::run_catch_session(argc, argv); }

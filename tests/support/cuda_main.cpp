@@ -3,12 +3,9 @@
 // as "Skipped" (SKIP_RETURN_CODE): a GPU test that could not run must never look passed.
 // Listing the tests (catch_discover_tests runs `--list-test-names-only` at build time,
 // usually on a machine without a GPU) works everywhere.
-#define CATCH_CONFIG_RUNNER
-#include "tests/support/catch_config.hpp"  // before catch.hpp: Note [Console width]
-#include <catch2/catch.hpp>
-
 #include <string_view>
 
+#include "tests/support/catch_session.hpp"  // Catch2, compiled once
 #include "tensor/cuda/device_info.hpp"
 #include "tests/support/no_gpu.hpp"
 
@@ -27,5 +24,5 @@ int main(int argc, char** argv) {
   if (!asks_for_a_list(argc, argv) && ddp::cuda::device_count() == 0) {
     return ddp::test::skip_without_gpu();
   }
-  return Catch::Session().run(argc, argv);
+  return ddp::test::run_catch_session(argc, argv);
 }
