@@ -173,7 +173,8 @@ struct Rank {
 };
 
 // `nodes` nodes of `local` ranks, rank g = node k · local + i; each runs body(rank) on a
-// thread of its own. What a rank throws (a stub's pointer, a mismatch) fails the test.
+// thread of its own. What a rank throws (an unwritten exercise's pointer, a mismatch)
+// fails the test.
 void run_ranks(int nodes, int local, const std::function<void(Rank&)>& body) {
   const int world = nodes * local;
   std::vector<std::shared_ptr<Meeting>> node_meetings, across_meetings;

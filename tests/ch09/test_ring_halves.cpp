@@ -32,8 +32,8 @@ struct Channel {
 };
 
 // `world` threads, rank r running body(r, its links); returns when all are done, with the
-// number of elements each rank sent. What a rank throws (a stub's pointer, a receive that
-// waited 10 s in vain) fails the test.
+// number of elements each rank sent. What a rank throws (an unwritten exercise's pointer,
+// a receive that waited 10 s in vain) fails the test.
 std::vector<std::int64_t> run_ring(int world,
                                    const std::function<void(int, const ddp::RingLinks&)>& body) {
   std::vector<Channel> channels(static_cast<std::size_t>(world));
